@@ -1,0 +1,5 @@
+"""precisionbot: per-PR numerics checks for inference engines."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
