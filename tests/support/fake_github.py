@@ -1,0 +1,761 @@
+"""A small fake of the GitHub REST endpoints precisionbot uses, served over real HTTP on 127.0.0.1.
+
+Tests reach it through real PyGithub (``Github(base_url=fake.url)``) or any HTTP client; every object it
+returns carries absolute ``url``/``issue_url``/``html_url`` fields and ``Link`` headers pointing at itself,
+because PyGithub refuses URLs outside its ``base_url``.
+
+Python API (everything a test needs; all methods are thread-safe)::
+
+    with FakeGitHub(token="t0ken", repo="acme/engine", bot_login="precisionbot[bot]") as gh:
+        gh.url                                  # "http://127.0.0.1:PORT" -> GITHUB_API_URL / base_url
+        gh.repo                                 # "acme/engine" (the default repo for the helpers below)
+        gh.add_repo("other/repo", default_branch="main")
+        gh.add_pull(7, head_sha="abc...", files=["a.py", ...], fork=False, author="alice", labels=["x"])
+        gh.set_head(7, "def...", committed_at="2026-01-01T00:05:00Z")   # a push to the PR
+        gh.add_issue(8)                                                 # an issue that is not a PR
+        gh.add_comment(7, "/precision rerun", user="alice", user_type="User") -> comment dict
+        gh.set_permission("alice", "write", role_name="maintain")       # default role_name = permission
+        gh.comments(7) / gh.comment(id) / gh.reactions(id) / gh.check_runs() / gh.runners()
+        gh.fail_next("POST", r"/issues/\\d+/comments$", status=500, times=1, headers={...}, body={...})
+        gh.rate_limit_next("GET", r"/pulls/7$", kind="primary" | "secondary" | "429", times=1)
+        gh.set_runner_status(runner_id, "online", busy=False) / gh.remove_runner(runner_id)
+        gh.requests                             # list[RecordedRequest]: method, path, query, body, auth
+        gh.user_endpoint_forbidden = True       # GET /user -> 403, like an Actions GITHUB_TOKEN
+
+State lives in ``gh.state`` (a ``FakeState`` of plain dicts) for anything the helpers do not cover.
+Authentication: requests must send ``Authorization: token <token>`` (or ``Bearer``), else 401; pass
+``token=None`` to accept anything. Pagination honours ``per_page`` (default 30, max 100) and ``page``.
+
+Endpoints (``{o}/{r}`` must name a known repo, else 404):
+``GET /user``; ``GET /repos/{o}/{r}``; ``GET /repos/{o}/{r}/pulls/{n}``; ``GET .../pulls/{n}/files``;
+``GET /repos/{o}/{r}/commits/{sha}``; ``GET /repos/{o}/{r}/issues/{n}``; ``GET|POST .../issues/{n}/comments``;
+``GET|PATCH .../issues/comments/{id}``; ``GET|POST .../issues/comments/{id}/reactions`` (201 new,
+200 existing);
+``GET .../collaborators/{user}/permission``; ``POST .../check-runs``; ``PATCH .../check-runs/{id}``;
+``POST .../actions/runners/generate-jitconfig`` (201; 409 on a duplicate name); ``GET .../actions/runners``
+(``{total_count, runners}``, paginated); ``GET|DELETE .../actions/runners/{id}`` (DELETE -> 204).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Json = dict[str, Any]
+COMMENT_LIMIT = 65536
+REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
+PERMISSIONS = ("admin", "write", "read", "none")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    auth: str | None
+
+
+@dataclass
+class Injection:
+    method: str
+    pattern: re.Pattern[str]
+    status: int
+    headers: dict[str, str]
+    body: Json
+    remaining: int
+
+
+@dataclass
+class FakeState:
+    """Plain in-memory state; keys are repo full names where a resource belongs to a repo."""
+
+    repos: dict[str, Json] = field(default_factory=dict)
+    pulls: dict[tuple[str, int], Json] = field(default_factory=dict)
+    files: dict[tuple[str, int], list[Json]] = field(default_factory=dict)
+    commits: dict[tuple[str, str], Json] = field(default_factory=dict)
+    issues: dict[tuple[str, int], Json] = field(default_factory=dict)
+    comments: dict[int, Json] = field(default_factory=dict)  # id -> comment (with "_repo", "_issue")
+    reactions: dict[int, list[Json]] = field(default_factory=dict)
+    permissions: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    check_runs: dict[int, Json] = field(default_factory=dict)
+    runners: dict[int, Json] = field(default_factory=dict)  # id -> runner (with "_repo")
+    next_id: int = 1000
+
+
+class FakeGitHub:
+    def __init__(
+        self,
+        token: str | None = "test-token",
+        repo: str = "acme/engine",
+        bot_login: str = "precisionbot[bot]",
+        default_branch: str = "main",
+    ) -> None:
+        self.token = token
+        self.repo = repo
+        self.bot_login = bot_login
+        self.user_endpoint_forbidden = False
+        self.state = FakeState()
+        self.requests: list[RecordedRequest] = []
+        self._injections: list[Injection] = []
+        self._lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.add_repo(repo, default_branch=default_branch)
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "FakeGitHub is not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeGitHub:
+        fake = self
+
+        class Handler(_Handler):
+            owner = fake
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-github", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeGitHub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- seeding --------------------------------------------------------------------------------------
+    def _new_id(self) -> int:
+        with self._lock:
+            self.state.next_id += 1
+            return self.state.next_id
+
+    def add_repo(self, full_name: str, default_branch: str = "main", private: bool = False) -> None:
+        owner, name = full_name.split("/", 1)
+        with self._lock:
+            self.state.repos[full_name] = {
+                "id": self._new_id(),
+                "name": name,
+                "full_name": full_name,
+                "owner": {"login": owner, "id": 1, "type": "Organization"},
+                "default_branch": default_branch,
+                "private": private,
+                "fork": False,
+            }
+
+    def add_pull(
+        self,
+        number: int,
+        head_sha: str = "a" * 40,
+        files: list[str] | None = None,
+        fork: bool = False,
+        author: str = "alice",
+        labels: list[str] | None = None,
+        head_ref: str = "feature",
+        base_ref: str | None = None,
+        committed_at: str = "2026-01-01T00:00:00Z",
+        repo: str | None = None,
+    ) -> Json:
+        """A PR whose head ``head_sha`` was committed at ``committed_at``; ``fork``: head in another repo."""
+        repo = repo or self.repo
+        head_repo = f"{author}/{repo.split('/', 1)[1]}" if fork else repo
+        with self._lock:
+            base = base_ref or self.state.repos[repo]["default_branch"]
+            pull = {
+                "id": self._new_id(),
+                "number": number,
+                "state": "open",
+                "title": f"PR {number}",
+                "user": _user(author),
+                "labels": [{"name": name} for name in labels or []],
+                "head": {
+                    "sha": head_sha,
+                    "ref": head_ref,
+                    "label": f"{head_repo.split('/')[0]}:{head_ref}",
+                    "repo": {"full_name": head_repo, "fork": fork, "name": head_repo.split("/")[1]},
+                },
+                "base": {"sha": "b" * 40, "ref": base, "repo": {"full_name": repo, "fork": False}},
+                "created_at": "2026-01-01T00:00:00Z",
+                "updated_at": committed_at,
+                "merged": False,
+                "draft": False,
+            }
+            self.state.pulls[(repo, number)] = pull
+            self.state.issues[(repo, number)] = {
+                "id": pull["id"],
+                "number": number,
+                "title": pull["title"],
+                "state": "open",
+                "user": _user(author),
+                "labels": pull["labels"],
+                "_is_pull": True,
+            }
+            self.state.files[(repo, number)] = [_file(name) for name in files or []]
+            self._add_commit(repo, head_sha, committed_at)
+        return pull
+
+    def set_head(
+        self, number: int, sha: str, committed_at: str | None = None, repo: str | None = None
+    ) -> None:
+        """Simulate a push to the PR: new head commit with the given committer date (default: now)."""
+        repo = repo or self.repo
+        with self._lock:
+            self.state.pulls[(repo, number)]["head"]["sha"] = sha
+            self.state.pulls[(repo, number)]["updated_at"] = now_iso()
+            self._add_commit(repo, sha, committed_at or now_iso())
+
+    def set_files(self, number: int, files: list[str], repo: str | None = None) -> None:
+        with self._lock:
+            self.state.files[(repo or self.repo, number)] = [_file(name) for name in files]
+
+    def _add_commit(self, repo: str, sha: str, committed_at: str) -> None:
+        self.state.commits[(repo, sha)] = {
+            "sha": sha,
+            "commit": {
+                "message": "change",
+                "author": {"name": "a", "email": "a@example.com", "date": committed_at},
+                "committer": {"name": "a", "email": "a@example.com", "date": committed_at},
+            },
+        }
+
+    def add_issue(self, number: int, author: str = "alice", repo: str | None = None) -> None:
+        with self._lock:
+            self.state.issues[(repo or self.repo, number)] = {
+                "id": self._new_id(),
+                "number": number,
+                "title": f"Issue {number}",
+                "state": "open",
+                "user": _user(author),
+                "labels": [],
+                "_is_pull": False,
+            }
+
+    def add_comment(
+        self,
+        number: int,
+        body: str,
+        user: str = "alice",
+        user_type: str = "User",
+        created_at: str | None = None,
+        repo: str | None = None,
+    ) -> Json:
+        """Store a comment as if ``user`` had posted it; returns the comment as the API shows it."""
+        repo = repo or self.repo
+        with self._lock:
+            if (repo, number) not in self.state.issues:
+                raise KeyError(f"no issue or pull #{number} in {repo}")
+            cid = self._new_id()
+            stamp = created_at or now_iso()
+            self.state.comments[cid] = {
+                "id": cid,
+                "body": body,
+                "user": _user(user, user_type),
+                "created_at": stamp,
+                "updated_at": stamp,
+                "author_association": "NONE",
+                "_repo": repo,
+                "_issue": number,
+            }
+            self.state.reactions[cid] = []
+            return self._render_comment(self.url, self.state.comments[cid])
+
+    def set_permission(
+        self, user: str, permission: str, role_name: str | None = None, repo: str | None = None
+    ) -> None:
+        """``permission``: the API's coarse field (admin/write/read/none); ``role_name`` is the finer one."""
+        assert permission in PERMISSIONS, permission
+        with self._lock:
+            self.state.permissions[(repo or self.repo, user)] = (permission, role_name or permission)
+
+    def fail_next(
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+        body: Json | None = None,
+        times: int = 1,
+    ) -> None:
+        """The next ``times`` requests whose method matches and path (no query) matches ``re.search`` fail."""
+        with self._lock:
+            self._injections.append(
+                Injection(
+                    method.upper(),
+                    re.compile(path_regex),
+                    status,
+                    dict(headers or {}),
+                    body or {"message": f"injected failure {status}"},
+                    times,
+                )
+            )
+
+    def rate_limit_next(self, method: str, path_regex: str, kind: str = "primary", times: int = 1) -> None:
+        """Answer like GitHub's rate limiter: primary 403 (remaining 0, reset already passed so the client
+        waits no real time), secondary 403 with Retry-After: 0, or 429 with Retry-After: 0."""
+        reset = str(int(time.time()) - 5)
+        limit_headers = {
+            "X-RateLimit-Limit": "5000",
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": reset,
+        }
+        if kind == "primary":
+            self.fail_next(
+                method, path_regex, 403, limit_headers, {"message": "API rate limit exceeded for x."}, times
+            )
+        elif kind == "secondary":
+            message = "You have exceeded a secondary rate limit. "
+            body = {"message": message + "Please wait a few minutes before you try again."}
+            self.fail_next(method, path_regex, 403, {**limit_headers, "Retry-After": "0"}, body, times)
+        elif kind == "429":
+            self.fail_next(
+                method, path_regex, 429, {**limit_headers, "Retry-After": "0"}, {"message": "Too many"}, times
+            )
+        else:
+            raise ValueError(f"unknown rate-limit kind {kind!r}")
+
+    # -- inspection -----------------------------------------------------------------------------------
+    def comments(self, number: int, repo: str | None = None) -> list[Json]:
+        repo = repo or self.repo
+        with self._lock:
+            return [
+                self._render_comment(self.url, c)
+                for c in self.state.comments.values()
+                if c["_repo"] == repo and c["_issue"] == number
+            ]
+
+    def comment(self, comment_id: int) -> Json:
+        with self._lock:
+            return self._render_comment(self.url, self.state.comments[comment_id])
+
+    def reactions(self, comment_id: int) -> list[str]:
+        with self._lock:
+            return [r["content"] for r in self.state.reactions.get(comment_id, [])]
+
+    def check_runs(self) -> list[Json]:
+        with self._lock:
+            return [dict(c) for c in self.state.check_runs.values()]
+
+    def runners(self, repo: str | None = None) -> list[Json]:
+        repo = repo or self.repo
+        with self._lock:
+            return [_public(r) for r in self.state.runners.values() if r["_repo"] == repo]
+
+    def set_runner_status(self, runner_id: int, status: str = "online", busy: bool = False) -> None:
+        with self._lock:
+            self.state.runners[runner_id]["status"] = status
+            self.state.runners[runner_id]["busy"] = busy
+
+    def remove_runner(self, runner_id: int) -> None:
+        """What GitHub does once an ephemeral (JIT) runner finished its job."""
+        with self._lock:
+            self.state.runners.pop(runner_id, None)
+
+    def calls(self, method: str, path_regex: str) -> list[RecordedRequest]:
+        pattern = re.compile(path_regex)
+        with self._lock:
+            return [r for r in self.requests if r.method == method.upper() and pattern.search(r.path)]
+
+    # -- rendering --------------------------------------------------------------------------------------
+    def _render_comment(self, base: str, c: Json) -> Json:
+        repo_url = f"{base}/repos/{c['_repo']}"
+        out = _public(c)
+        out["url"] = f"{repo_url}/issues/comments/{c['id']}"
+        out["html_url"] = f"https://github.invalid/{c['_repo']}/pull/{c['_issue']}#issuecomment-{c['id']}"
+        out["issue_url"] = f"{repo_url}/issues/{c['_issue']}"
+        return out
+
+    # -- request handling (called by the handler thread) ------------------------------------------------
+    def _take_injection(self, method: str, path: str) -> Injection | None:
+        with self._lock:
+            for inj in self._injections:
+                if inj.method == method and inj.pattern.search(path) and inj.remaining > 0:
+                    inj.remaining -= 1
+                    if inj.remaining == 0:
+                        self._injections.remove(inj)
+                    return inj
+        return None
+
+
+def _user(login: str, user_type: str = "User") -> Json:
+    return {"login": login, "id": abs(hash(login)) % 10_000_000, "type": user_type}
+
+
+def _file(name: str) -> Json:
+    return {
+        "sha": "c" * 40,
+        "filename": name,
+        "status": "modified",
+        "additions": 1,
+        "deletions": 1,
+        "changes": 2,
+    }
+
+
+def _public(obj: Json) -> Json:
+    return {k: v for k, v in obj.items() if not k.startswith("_")}
+
+
+class Reply(Exception):
+    """Raised by route functions to answer with a status (used for errors and non-200 successes)."""
+
+    def __init__(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+
+
+Route = Callable[["_Handler", re.Match[str]], Any]
+_ROUTES: list[tuple[str, re.Pattern[str], Route]] = []
+
+
+def route(method: str, pattern: str) -> Callable[[Route], Route]:
+    def deco(fn: Route) -> Route:
+        _ROUTES.append((method, re.compile(f"^{pattern}$"), fn))
+        return fn
+
+    return deco
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeGitHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    @property
+    def base(self) -> str:
+        return self.owner.url
+
+    def _dispatch(self, method: str) -> None:
+        parsed = urllib.parse.urlsplit(self.path)
+        self.query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query).items()}
+        self.route_path = parsed.path
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            self.body = json.loads(raw) if raw else None
+        except ValueError:
+            self._send(400, {"message": "Problems parsing JSON"})
+            return
+        auth = self.headers.get("Authorization")
+        with self.owner._lock:
+            self.owner.requests.append(
+                RecordedRequest(method, parsed.path, dict(self.query), self.body, auth)
+            )
+        token = self.owner.token
+        if token is not None and auth not in (f"token {token}", f"Bearer {token}"):
+            self._send(401, {"message": "Bad credentials"})
+            return
+        inj = self.owner._take_injection(method, parsed.path)
+        if inj is not None:
+            self._send(inj.status, inj.body, inj.headers)
+            return
+        for m, pattern, fn in _ROUTES:
+            match = pattern.match(parsed.path)
+            if match and m == method:
+                try:
+                    with self.owner._lock:
+                        result = fn(self, match)
+                except Reply as reply:
+                    self._send(reply.status, reply.body, reply.headers)
+                    return
+                self._send(200, result)
+                return
+        self._send(404, {"message": "Not Found"})
+
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    # helpers for routes
+    def repo(self, m: re.Match[str]) -> str:
+        full = f"{m['o']}/{m['r']}"
+        if full not in self.owner.state.repos:
+            raise Reply(404, {"message": "Not Found"})
+        return full
+
+    def paginate(self, items: list[Any], wrap: Callable[[list[Any]], Any] | None = None) -> Any:
+        per_page = max(1, min(100, int(self.query.get("per_page", 30))))
+        page = max(1, int(self.query.get("page", 1)))
+        last = max(1, -(-len(items) // per_page))
+        chunk = items[(page - 1) * per_page : page * per_page]
+        links = []
+
+        def link(p: int, rel: str) -> str:
+            q = dict(self.query, per_page=str(per_page), page=str(p))
+            return f'<{self.base}{self.route_path}?{urllib.parse.urlencode(q)}>; rel="{rel}"'
+
+        if page < last:
+            links += [link(page + 1, "next"), link(last, "last")]
+        if page > 1:
+            links += [link(1, "first"), link(page - 1, "prev")]
+        headers = {"Link": ", ".join(links)} if links else {}
+        raise Reply(200, wrap(chunk) if wrap else chunk, headers)
+
+
+_REPO = r"/repos/(?P<o>[^/]+)/(?P<r>[^/]+)"
+
+
+@route("GET", "/user")
+def _get_user(h: _Handler, m: re.Match[str]) -> Any:
+    if h.owner.user_endpoint_forbidden:
+        raise Reply(403, {"message": "Resource not accessible by integration"})
+    return {**_user(h.owner.bot_login, "Bot"), "url": f"{h.base}/users/{h.owner.bot_login}"}
+
+
+@route("GET", _REPO)
+def _get_repo(h: _Handler, m: re.Match[str]) -> Any:
+    repo = h.repo(m)
+    return {**h.owner.state.repos[repo], "url": f"{h.base}/repos/{repo}"}
+
+
+def _pull(h: _Handler, m: re.Match[str]) -> tuple[str, Json]:
+    repo = h.repo(m)
+    pull = h.owner.state.pulls.get((repo, int(m["n"])))
+    if pull is None:
+        raise Reply(404, {"message": "Not Found"})
+    return repo, pull
+
+
+@route("GET", _REPO + r"/pulls/(?P<n>\d+)")
+def _get_pull(h: _Handler, m: re.Match[str]) -> Any:
+    repo, pull = _pull(h, m)
+    url = f"{h.base}/repos/{repo}"
+    return {**pull, "url": f"{url}/pulls/{pull['number']}", "issue_url": f"{url}/issues/{pull['number']}"}
+
+
+@route("GET", _REPO + r"/pulls/(?P<n>\d+)/files")
+def _get_pull_files(h: _Handler, m: re.Match[str]) -> Any:
+    repo, _ = _pull(h, m)
+    return h.paginate(h.owner.state.files[(repo, int(m["n"]))])
+
+
+@route("GET", _REPO + r"/commits/(?P<sha>[0-9a-fA-F]+)")
+def _get_commit(h: _Handler, m: re.Match[str]) -> Any:
+    repo = h.repo(m)
+    commit = h.owner.state.commits.get((repo, m["sha"]))
+    if commit is None:
+        raise Reply(422, {"message": f"No commit found for SHA: {m['sha']}"})
+    return {**commit, "url": f"{h.base}/repos/{repo}/commits/{commit['sha']}"}
+
+
+def _issue(h: _Handler, m: re.Match[str]) -> tuple[str, Json]:
+    repo = h.repo(m)
+    issue = h.owner.state.issues.get((repo, int(m["n"])))
+    if issue is None:
+        raise Reply(404, {"message": "Not Found"})
+    return repo, issue
+
+
+@route("GET", _REPO + r"/issues/(?P<n>\d+)")
+def _get_issue(h: _Handler, m: re.Match[str]) -> Any:
+    repo, issue = _issue(h, m)
+    url = f"{h.base}/repos/{repo}"
+    out = {**_public(issue), "url": f"{url}/issues/{issue['number']}"}
+    if issue["_is_pull"]:
+        out["pull_request"] = {"url": f"{url}/pulls/{issue['number']}"}
+    return out
+
+
+@route("GET", _REPO + r"/issues/(?P<n>\d+)/comments")
+def _list_comments(h: _Handler, m: re.Match[str]) -> Any:
+    repo, issue = _issue(h, m)
+    return h.paginate(h.owner.comments(issue["number"], repo))
+
+
+@route("POST", _REPO + r"/issues/(?P<n>\d+)/comments")
+def _create_comment(h: _Handler, m: re.Match[str]) -> Any:
+    repo, issue = _issue(h, m)
+    body = (h.body or {}).get("body")
+    if not isinstance(body, str) or not body:
+        raise Reply(422, {"message": "Validation Failed", "errors": [{"field": "body", "code": "missing"}]})
+    if len(body) > COMMENT_LIMIT:
+        raise Reply(422, {"message": "Validation Failed", "errors": [{"message": "body is too long"}]})
+    comment = h.owner.add_comment(issue["number"], body, user=h.owner.bot_login, user_type="Bot", repo=repo)
+    raise Reply(201, comment)
+
+
+def _stored_comment(h: _Handler, m: re.Match[str]) -> Json:
+    repo = h.repo(m)
+    comment = h.owner.state.comments.get(int(m["id"]))
+    if comment is None or comment["_repo"] != repo:
+        raise Reply(404, {"message": "Not Found"})
+    return comment
+
+
+@route("GET", _REPO + r"/issues/comments/(?P<id>\d+)")
+def _get_comment(h: _Handler, m: re.Match[str]) -> Any:
+    return h.owner._render_comment(h.base, _stored_comment(h, m))
+
+
+@route("PATCH", _REPO + r"/issues/comments/(?P<id>\d+)")
+def _update_comment(h: _Handler, m: re.Match[str]) -> Any:
+    comment = _stored_comment(h, m)
+    body = (h.body or {}).get("body")
+    if not isinstance(body, str) or not body:
+        raise Reply(422, {"message": "Validation Failed"})
+    if len(body) > COMMENT_LIMIT:
+        raise Reply(422, {"message": "Validation Failed", "errors": [{"message": "body is too long"}]})
+    if comment["user"]["login"] != h.owner.bot_login:
+        raise Reply(403, {"message": "Resource not accessible by integration"})
+    comment["body"] = body
+    comment["updated_at"] = now_iso()
+    return h.owner._render_comment(h.base, comment)
+
+
+@route("GET", _REPO + r"/issues/comments/(?P<id>\d+)/reactions")
+def _list_reactions(h: _Handler, m: re.Match[str]) -> Any:
+    comment = _stored_comment(h, m)
+    return h.paginate(h.owner.state.reactions[comment["id"]])
+
+
+@route("POST", _REPO + r"/issues/comments/(?P<id>\d+)/reactions")
+def _create_reaction(h: _Handler, m: re.Match[str]) -> Any:
+    comment = _stored_comment(h, m)
+    content = (h.body or {}).get("content")
+    if content not in REACTIONS:
+        raise Reply(
+            422, {"message": "Validation Failed", "errors": [{"field": "content", "code": "invalid"}]}
+        )
+    existing = h.owner.state.reactions[comment["id"]]
+    bot = _user(h.owner.bot_login, "Bot")
+    for reaction in existing:
+        if reaction["content"] == content and reaction["user"]["login"] == bot["login"]:
+            return reaction
+    reaction = {"id": h.owner._new_id(), "content": content, "user": bot, "created_at": now_iso()}
+    existing.append(reaction)
+    raise Reply(201, reaction)
+
+
+@route("GET", _REPO + r"/collaborators/(?P<user>[^/]+)/permission")
+def _get_permission(h: _Handler, m: re.Match[str]) -> Any:
+    repo = h.repo(m)
+    user = urllib.parse.unquote(m["user"])
+    # An outsider reads as "none" (GitHub answers 404 only for logins that do not exist at all).
+    permission, role = h.owner.state.permissions.get((repo, user), ("none", "none"))
+    return {"permission": permission, "role_name": role, "user": _user(user)}
+
+
+@route("POST", _REPO + r"/check-runs")
+def _create_check_run(h: _Handler, m: re.Match[str]) -> Any:
+    repo = h.repo(m)
+    body = h.body or {}
+    if not body.get("name") or not body.get("head_sha"):
+        raise Reply(422, {"message": "Validation Failed"})
+    cid = h.owner._new_id()
+    run = {"id": cid, "status": "queued", "conclusion": None, "output": {}, **body}
+    run["url"] = f"{h.base}/repos/{repo}/check-runs/{cid}"
+    h.owner.state.check_runs[cid] = run
+    raise Reply(201, run)
+
+
+@route("PATCH", _REPO + r"/check-runs/(?P<id>\d+)")
+def _update_check_run(h: _Handler, m: re.Match[str]) -> Any:
+    h.repo(m)
+    run = h.owner.state.check_runs.get(int(m["id"]))
+    if run is None:
+        raise Reply(404, {"message": "Not Found"})
+    run.update(h.body or {})
+    return run
+
+
+@route("POST", _REPO + r"/actions/runners/generate-jitconfig")
+def _generate_jitconfig(h: _Handler, m: re.Match[str]) -> Any:
+    repo = h.repo(m)
+    body = h.body or {}
+    name, labels = body.get("name"), body.get("labels")
+    if not isinstance(name, str) or not name or not isinstance(labels, list) or not labels:
+        raise Reply(422, {"message": "Invalid request: name and labels are required."})
+    if "runner_group_id" not in body:
+        raise Reply(422, {"message": "Invalid request: runner_group_id is required."})
+    if any(r["name"] == name and r["_repo"] == repo for r in h.owner.state.runners.values()):
+        raise Reply(409, {"message": f"Already exists - A runner with the name {name} already exists."})
+    rid = h.owner._new_id()
+    runner = {
+        "id": rid,
+        "name": name,
+        "os": "linux",
+        "status": "offline",
+        "busy": False,
+        "ephemeral": True,
+        "labels": [{"id": i + 1, "name": label, "type": "custom"} for i, label in enumerate(labels)],
+        "runner_group_id": body["runner_group_id"],
+        "work_folder": body.get("work_folder", "_work"),
+        "_repo": repo,
+    }
+    h.owner.state.runners[rid] = runner
+    config = json.dumps({"runner_id": rid, "name": name, "repo": repo, "labels": labels}).encode()
+    raise Reply(201, {"runner": _public(runner), "encoded_jit_config": base64.b64encode(config).decode()})
+
+
+@route("GET", _REPO + r"/actions/runners")
+def _list_runners(h: _Handler, m: re.Match[str]) -> Any:
+    repo = h.repo(m)
+    runners = h.owner.runners(repo)
+    return h.paginate(runners, lambda chunk: {"total_count": len(runners), "runners": chunk})
+
+
+def _runner(h: _Handler, m: re.Match[str]) -> Json:
+    repo = h.repo(m)
+    runner = h.owner.state.runners.get(int(m["id"]))
+    if runner is None or runner["_repo"] != repo:
+        raise Reply(404, {"message": "Not Found"})
+    return runner
+
+
+@route("GET", _REPO + r"/actions/runners/(?P<id>\d+)")
+def _get_runner(h: _Handler, m: re.Match[str]) -> Any:
+    return _public(_runner(h, m))
+
+
+@route("DELETE", _REPO + r"/actions/runners/(?P<id>\d+)")
+def _delete_runner(h: _Handler, m: re.Match[str]) -> Any:
+    runner = _runner(h, m)
+    h.owner.state.runners.pop(runner["id"])
+    raise Reply(204, None)
