@@ -103,9 +103,7 @@ def find_run(store: Store, run_id: str) -> RunMeta:
     if not matches:
         raise StoreError(f"no run {run_id!r} in baseline store {store.uri}; see `precisionbot baseline list`")
     if len(matches) > 1:
-        raise StoreError(
-            f"run {run_id!r} is ambiguous in {store.uri} ({len(matches)} runs); give more of its id"
-        )
+        raise StoreError(f"run {run_id!r} is ambiguous in {store.uri} ({len(matches)} runs); give more of its id")
     return decode_meta(store.get_bytes(matches[0]), matches[0])
 
 

@@ -47,13 +47,9 @@ class LocalStore:
             finally:
                 os.unlink(tmp)
         except FileExistsError as exc:
-            raise StoreError(
-                f"baseline store object {key} already exists in {self.uri} (keys are immutable)"
-            ) from exc
+            raise StoreError(f"baseline store object {key} already exists in {self.uri} (keys are immutable)") from exc
         except OSError as exc:
-            raise StoreError(
-                f"cannot write {key} to baseline store {self.uri}: {exc.strerror or exc}"
-            ) from exc
+            raise StoreError(f"cannot write {key} to baseline store {self.uri}: {exc.strerror or exc}") from exc
 
     def get_bytes(self, key: str) -> bytes:
         path = self._path(key)
@@ -62,9 +58,7 @@ class LocalStore:
         except FileNotFoundError as exc:
             raise StoreError(f"baseline store object {key} not found in {self.uri}") from exc
         except OSError as exc:
-            raise StoreError(
-                f"cannot read {key} from baseline store {self.uri}: {exc.strerror or exc}"
-            ) from exc
+            raise StoreError(f"cannot read {key} from baseline store {self.uri}: {exc.strerror or exc}") from exc
 
     def list_keys(self, prefix: str) -> list[str]:
         if not self.root.exists():

@@ -52,9 +52,7 @@ class Signature:
     @property
     def digest(self) -> str:
         """First 16 hex digits of sha256 over the canonical JSON of the parts."""
-        canonical = json.dumps(
-            {k: self.parts.get(k) for k in SIGNATURE_KEYS}, sort_keys=True, separators=(",", ":")
-        )
+        canonical = json.dumps({k: self.parts.get(k) for k in SIGNATURE_KEYS}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     @classmethod

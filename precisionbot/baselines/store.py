@@ -60,9 +60,7 @@ def open_store(uri: str | None) -> Store:
 
         return S3Store.from_uri(text)
     if "://" in text and not text.startswith("file://"):
-        raise StoreError(
-            f"unsupported baseline store URI {text!r}: use s3://bucket/prefix, file:///dir or a path"
-        )
+        raise StoreError(f"unsupported baseline store URI {text!r}: use s3://bucket/prefix, file:///dir or a path")
     from precisionbot.baselines.local import LocalStore
 
     return LocalStore.from_uri(text)

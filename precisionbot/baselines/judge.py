@@ -1,0 +1,165 @@
+"""Golden verdict and statistics, pure: a ``Comparison`` plus the producers' noise band → PASS / FAIL.
+
+Rules (ARCHITECTURE §3.2–3.3, kern): a *confident flip* (top-1 changed at a baseline margin above the band's
+largest flip margin, or above ``confident_flip_margin`` with no band) fails; with a band, KL p50/p99 or a
+margin bucket's flip rate above ``band_factor ×`` the band's fails; with no band (one producer) or a zero band
+(a deterministic build) the fixed thresholds rule: KL p99 above ``logit_kl`` fails, and so does a sample whose
+max |Δ| over shared top-k ids exceeds ``max_abs_delta`` when that is set (``test_logprobs.py``'s 1e-5 rule).
+Non-finite numbers are never a pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from precisionbot import metrics
+from precisionbot.baselines.compare import Comparison, depth_label
+from precisionbot.config import GoldenThresholds
+from precisionbot.noise import NoiseBand, expected_flips, flips_by_margin
+from precisionbot.results import Verdict, WorstPosition
+
+BUCKET_SLACK_FLIPS = 2
+"""Flips a margin bucket may have beyond ``band_factor × band rate × positions``: with a few hundred positions a
+band rate of 0 is an estimate, not a promise, and one or two extra flips at small margins are what noise does."""
+
+
+def _kl_summary(c: Comparison, mask: np.ndarray[Any, Any]) -> dict[str, Any]:
+    kl = c.kl[mask]
+    if kl.size == 0:
+        return {"positions": 0}
+    finite = kl[np.isfinite(kl)]
+    q = np.percentile(finite, [50, 99]) if finite.size else [math.nan, math.nan]
+    return {
+        "positions": int(kl.size),
+        "kl_mean": float(np.mean(finite)) if finite.size else math.nan,
+        "kl_p50": float(q[0]),
+        "kl_p99": float(q[1]),
+        "kl_max": float(np.max(finite)) if finite.size else math.nan,
+        "flips": int(np.count_nonzero(c.flip[mask])),
+    }
+
+
+def golden_stats(
+    c: Comparison, *, depth_edges: Sequence[int], kinds: Sequence[str], band: NoiseBand | None
+) -> dict[str, Any]:
+    """CONTRACT's stats (k3 tails of the scored token's Δ) plus golden's KL / flip keys and the splits."""
+    k3 = metrics.k3(c.delta)
+    stats: dict[str, Any] = metrics.tail_stats(k3)
+    stats["samples"] = int(np.unique(c.sample).size)
+    stats["mean_k3"] = metrics.sglang_mean_k3(k3, c.sample)
+    whole = _kl_summary(c, np.ones(len(c), dtype=bool))
+    stats.update({k: v for k, v in whole.items() if k.startswith("kl_")})
+    stats["flips"] = whole["flips"]
+    stats["flips_by_margin"] = flips_by_margin(c.margin, c.flip)
+    stats["max_rank"] = int(np.max(c.rank))
+    finite_max = c.shared_max[np.isfinite(c.shared_max)]
+    stats["max_abs_delta"] = float(np.max(finite_max)) if finite_max.size else math.nan
+    finite_mean = c.shared_mean[np.isfinite(c.shared_mean)]
+    stats["mean_abs_delta"] = float(np.mean(finite_mean)) if finite_mean.size else math.nan
+    stats["lp_errors"] = metrics.logprob_errors(c.lp_ref, c.lp_test)
+    stats["by_phase"] = {
+        "prefill": _kl_summary(c, ~c.decode),
+        "decode": _kl_summary(c, c.decode),
+    }
+    prefill_pos = np.where(c.decode, -1, c.position)
+    edges = list(depth_edges)
+    stats["by_depth"] = []
+    for i, lo in enumerate(edges):
+        hi = edges[i + 1] if i + 1 < len(edges) else None
+        mask = (prefill_pos >= lo) & (prefill_pos < (hi if hi is not None else np.iinfo(np.int32).max))
+        if np.any(mask):
+            stats["by_depth"].append({"depth": depth_label(lo, hi), **_kl_summary(c, mask)})
+    kind_of = np.asarray(kinds)[c.sample] if len(kinds) else np.asarray([""] * len(c))
+    stats["by_kind"] = {k: _kl_summary(c, kind_of == k) for k in sorted(set(kinds))}
+    stats["decode_divergence"] = [d.__dict__ for d in c.divergences]
+    if band is not None and band.sigma_nats > 0:
+        exp = expected_flips(c.margin, stats["flips"], band.sigma_nats)
+        stats["expected_flips"] = exp.expected
+        stats["flips_p_value"] = exp.p_at_least_observed
+    stats["band"] = None if band is None else band.to_dict()
+    return stats
+
+
+def judge_golden(
+    c: Comparison, stats: dict[str, Any], band: NoiseBand | None, t: GoldenThresholds
+) -> tuple[Verdict, list[str]]:
+    """The verdict and one sentence per reason; sets ``stats["confident_flips"]``."""
+    fails: list[str] = []
+    use_band = band is not None and band.pairs > 0 and not band.is_zero
+    limit = band.max_flip_margin_nats if use_band and band is not None else t.confident_flip_margin
+    confident = c.flip & (c.margin > limit)
+    stats["confident_flips"] = int(np.count_nonzero(confident))
+    stats["confident_flip_limit_nats"] = limit
+
+    bad = ~np.isfinite(c.kl) | ~np.isfinite(c.lp_test)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        fails.append(
+            f"{int(np.count_nonzero(bad))} positions have non-finite numbers (first: sample {c.sample[i]}, "
+            f"position {c.position[i]})"
+        )
+    if np.any(confident):
+        i = int(np.flatnonzero(confident)[np.argmax(c.margin[confident])])
+        origin = "the noise band's largest flip margin" if use_band else "the confident-flip margin"
+        fails.append(
+            f"{stats['confident_flips']} confident flip(s): the top-1 token changed where the baseline was sure "
+            f"(largest at sample {c.sample[i]}, position {c.position[i]}: margin {c.margin[i]:.3g} nats > "
+            f"{origin} {limit:.3g})"
+        )
+    if use_band and band is not None:
+        f = t.band_factor
+        for key in ("kl_p50", "kl_p99"):
+            if stats[key] > f * getattr(band, key):
+                fails.append(f"KL {key[3:]} {stats[key]:.3g} is above {f:g}× the noise band's {getattr(band, key):.3g}")
+        for bucket in stats["flips_by_margin"]:
+            rate = band.flip_rate_by_bucket.get(bucket["bucket"], 0.0)
+            allowed = f * rate * bucket["positions"] + BUCKET_SLACK_FLIPS
+            if bucket["flips"] > allowed:
+                fails.append(
+                    f"{bucket['flips']} flips at margins {bucket['bucket']} nats ({bucket['rate']:.2%}) exceed "
+                    f"{f:g}× the noise band's rate {rate:.2%} (+{BUCKET_SLACK_FLIPS} flips of slack)"
+                )
+    else:
+        if stats["kl_p99"] > t.logit_kl:
+            fails.append(
+                f"KL p99 {stats['kl_p99']:.3g} nats is above the fixed threshold {t.logit_kl:g} (no noise band)"
+            )
+    if t.max_abs_delta is not None:
+        over = np.unique(c.sample[np.nan_to_num(c.shared_max, nan=np.inf) > t.max_abs_delta])
+        if over.size:
+            fails.append(
+                f"{over.size} sample(s) have a max |Δ logprob| over shared top-k ids above {t.max_abs_delta:g} "
+                f"(largest {stats['max_abs_delta']:.3g}; samples {', '.join(map(str, over[:5].tolist()))})"
+            )
+    if fails:
+        return Verdict.FAIL, fails
+    what = "within the noise band" if use_band else "within the fixed thresholds (no noise band)"
+    return Verdict.PASS, [
+        f"{len(c)} positions {what}: KL p99 {stats['kl_p99']:.3g} nats, {stats['flips']} flips, none confident"
+    ]
+
+
+def worst_positions(c: Comparison, count: int = 10, texts: Sequence[str] | None = None) -> tuple[WorstPosition, ...]:
+    """The ``count`` rows with the largest KL (non-finite first)."""
+    key = np.where(np.isfinite(c.kl), c.kl, np.inf)
+    order = np.argsort(-key, kind="stable")[:count]
+    k3 = metrics.k3(c.delta)
+    return tuple(
+        WorstPosition(
+            sample=int(c.sample[i]),
+            position=int(c.position[i]),
+            token_id=int(c.token_id[i]),
+            token_text="" if texts is None else texts[i],
+            lp_ref=float(c.lp_ref[i]),
+            lp_test=float(c.lp_test[i]),
+            delta=float(c.delta[i]),
+            k3=float(k3[i]),
+            margin_ref=float(c.margin[i]),
+            flip=bool(c.flip[i]),
+        )
+        for i in order
+    )
