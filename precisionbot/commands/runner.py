@@ -1,0 +1,240 @@
+"""``precisionbot runner launch | terminate | reap``: ephemeral EC2 GPU runners (ARCHITECTURE §2.2).
+
+The composition root for runners: reads flags, config and environment, builds the real adapters
+(boto3 EC2, PyGithub), and hands them to ``precisionbot.runners.lifecycle``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from precisionbot.errors import ConfigError
+
+_DEFAULT_API_URL = "https://api.github.com"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("runner", help="ephemeral EC2 GPU runners: launch, terminate, reap")
+    sub = parser.add_subparsers(dest="runner_command", metavar="ACTION")
+    sub.required = True
+
+    p = sub.add_parser("launch", help="start one EC2 runner with a JIT config and wait until it is online")
+    p.add_argument("--repo", help="owner/name (default: $GITHUB_REPOSITORY)")
+    p.add_argument("--instance-type", help="EC2 instance type (default: runner.instance_type in the config)")
+    p.add_argument("--ami", help="AMI id with the GPU driver (default: runner.ami in the config)")
+    p.add_argument("--region", help="AWS region (default: runner.region, then boto3's chain)")
+    p.add_argument("--subnet", help="subnet id")
+    p.add_argument("--security-group", action="append", default=None, help="security group id (repeatable)")
+    p.add_argument("--instance-profile", help="instance profile name or ARN (read-only baseline access)")
+    p.add_argument("--ttl-minutes", type=int, help="hard TTL: the instance powers off after this long")
+    p.add_argument(
+        "--label", help="runner name and label (default: a unique precisionbot-<run-id>-... label)"
+    )
+    p.add_argument("--wait-timeout", type=float, help="seconds to wait for the runner to come online")
+    p.add_argument("--run-id", help="tag that `runner terminate --run-id` finds (default: $GITHUB_RUN_ID)")
+    p.add_argument("--pr", help="PR number for the precisionbot:pr tag")
+    p.add_argument(
+        "--spot", action=argparse.BooleanOptionalAction, default=None, help="one-time spot instance"
+    )
+    p.add_argument("--root-volume-gb", type=int, help="root EBS volume size in GiB")
+    p.add_argument("--runner-group-id", type=int, help="runner group id (1 = Default)")
+    p.add_argument("--runner-version", help="actions/runner version to download if the AMI has none")
+    p.add_argument("--runner-sha256", help="sha256 of that runner tarball, verified on the instance")
+    p.add_argument("--config", help="precisionbot config (default: .github/precision.yml if present)")
+    p.add_argument("--model", help="use this model's runner section from the config")
+    p.add_argument("--poll-interval", type=float, default=5.0, help=argparse.SUPPRESS)
+    p.set_defaults(handler=_launch)
+
+    t = sub.add_parser("terminate", help="end one runner by instance id or by its run-id tag (idempotent)")
+    which = t.add_mutually_exclusive_group(required=True)
+    which.add_argument("--instance-id", help="the instance-id output of `runner launch`")
+    which.add_argument(
+        "--run-id", help="every runner tagged with this run id (works after a cancelled launch)"
+    )
+    t.add_argument("--region", help="AWS region (default: boto3's chain)")
+    t.set_defaults(handler=_terminate)
+
+    r = sub.add_parser("reap", help="end every tagged runner past its expiry; delete stale offline runners")
+    r.add_argument("--region", help="AWS region (default: boto3's chain)")
+    r.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
+    r.add_argument(
+        "--repo", action="append", help="repo whose stale runners to delete (default: $GITHUB_REPOSITORY)"
+    )
+    r.add_argument(
+        "--grace-minutes", type=float, default=30.0, help="leave offline runners younger than this"
+    )
+    r.set_defaults(handler=_reap)
+
+
+def _log(message: str) -> None:
+    print(f"precisionbot: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class _GitHubEnv:
+    token: str | None
+    api_url: str
+
+
+def _github_env() -> _GitHubEnv:
+    token = os.environ.get("PRECISIONBOT_GITHUB_TOKEN") or os.environ.get("GITHUB_TOKEN") or None
+    return _GitHubEnv(token=token, api_url=os.environ.get("GITHUB_API_URL") or _DEFAULT_API_URL)
+
+
+def _registry(env: _GitHubEnv) -> Any:
+    from precisionbot.runners.registry import GitHubRunnerRegistry
+
+    return GitHubRunnerRegistry.from_token(env.token, env.api_url) if env.token else None
+
+
+def _load_runner_config(args: argparse.Namespace) -> Any:
+    from precisionbot.config import DEFAULT_CONFIG_PATH, Config, load_config
+
+    if args.config:
+        config = load_config(args.config)
+    elif Path(DEFAULT_CONFIG_PATH).is_file():
+        config = load_config(DEFAULT_CONFIG_PATH)
+    else:
+        config = Config.default()
+    return config.runner_for(config.model(args.model) if args.model else None)
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from precisionbot.runners.cloud import Ec2Cloud
+    from precisionbot.runners.lifecycle import SYSTEM_CLOCK, launch
+    from precisionbot.runners.model import (
+        InstanceSpec,
+        RunnerSpec,
+        new_label,
+        validate_label,
+        validate_run_id,
+    )
+    from precisionbot.runners.outputs import write_outputs
+
+    rc = _load_runner_config(args)
+    if rc.kind == "pool":
+        # A preexisting self-hosted pool: nothing to start, the GPU job just selects the pool's labels.
+        _emit({"label": ",".join(rc.labels), "labels": json.dumps(list(rc.labels)), "instance-id": ""})
+        _log(f"runner.kind is pool: the GPU job runs on {list(rc.labels)}; nothing launched")
+        return 0
+    repo = args.repo or os.environ.get("GITHUB_REPOSITORY")
+    if not repo or repo.count("/") != 1:
+        raise ConfigError("runner launch needs --repo OWNER/NAME (or GITHUB_REPOSITORY)")
+    ami = args.ami or rc.ami
+    if not ami:
+        raise ConfigError(
+            "runner launch needs --ami (or runner.ami in the config): an AMI with the GPU driver"
+        )
+    gh = _github_env()
+    if gh.token is None:
+        raise ConfigError(
+            "runner launch needs a token with repository administration: write in PRECISIONBOT_GITHUB_TOKEN "
+            "(a GitHub App or fine-grained PAT; GITHUB_TOKEN cannot create just-in-time runners)"
+        )
+    clock = SYSTEM_CLOCK
+    run_id = validate_run_id(
+        args.run_id or os.environ.get("GITHUB_RUN_ID") or f"local{int(clock.monotonic())}"
+    )
+    label = validate_label(args.label) if args.label else new_label(run_id, clock.now())
+    ttl = args.ttl_minutes if args.ttl_minutes is not None else rc.ttl_minutes
+    runner_kwargs: dict[str, Any] = {}
+    if args.runner_version or rc.runner_version:
+        runner_kwargs["runner_version"] = args.runner_version or rc.runner_version
+    runner = RunnerSpec(
+        repo=repo,
+        label=label,
+        runner_group_id=args.runner_group_id or rc.runner_group_id,
+        ttl_minutes=ttl,
+        runner_sha256=args.runner_sha256,
+        **runner_kwargs,
+    )
+    instance = InstanceSpec(
+        instance_type=args.instance_type or rc.instance_type,
+        ami=ami,
+        subnet=args.subnet or rc.subnet,
+        security_groups=tuple(args.security_group or rc.security_groups),
+        instance_profile=args.instance_profile or rc.instance_profile,
+        root_volume_gb=args.root_volume_gb or rc.root_volume_gb,
+        spot=rc.spot if args.spot is None else args.spot,
+    )
+    wait_s = args.wait_timeout if args.wait_timeout is not None else rc.wait_timeout_s
+    if wait_s <= 0 or ttl < 1:
+        raise ConfigError("--wait-timeout must be > 0 seconds and --ttl-minutes at least 1")
+    launched = launch(
+        instance,
+        runner,
+        run_id=run_id,
+        pr=args.pr,
+        cloud=Ec2Cloud.from_env(args.region or rc.region),
+        registry=_registry(gh),
+        clock=clock,
+        wait_timeout_s=wait_s,
+        poll_interval_s=args.poll_interval,
+        log=_log,
+    )
+    _emit(
+        {
+            "label": launched.label,
+            "labels": json.dumps(list(runner.labels)),
+            "instance-id": launched.instance_id,
+            "run-id": run_id,
+        },
+        write_outputs,
+    )
+    return 0
+
+
+def _emit(values: dict[str, str], writer: Any = None) -> None:
+    if writer is None:
+        from precisionbot.runners.outputs import write_outputs as writer
+    printed = writer(values, os.environ.get("GITHUB_OUTPUT"))
+    if printed:
+        sys.stdout.write(printed)
+        sys.stdout.flush()
+
+
+def _terminate(args: argparse.Namespace) -> int:
+    from precisionbot.runners.cloud import Ec2Cloud
+    from precisionbot.runners.lifecycle import terminate
+    from precisionbot.runners.model import validate_run_id
+
+    run_id = validate_run_id(args.run_id) if args.run_id else None
+    done = terminate(
+        cloud=Ec2Cloud.from_env(args.region),
+        registry=_registry(_github_env()),
+        instance_id=args.instance_id,
+        run_id=run_id,
+        log=_log,
+    )
+    gone = len(done.runner_names)
+    _log(f"terminated {len(done.instance_ids)} instance(s), deleted {gone} runner registration(s)")
+    return 0
+
+
+def _reap(args: argparse.Namespace) -> int:
+    from precisionbot.runners.cloud import Ec2Cloud
+    from precisionbot.runners.lifecycle import SYSTEM_CLOCK, reap
+
+    repos = args.repo or ([os.environ["GITHUB_REPOSITORY"]] if os.environ.get("GITHUB_REPOSITORY") else [])
+    gh = _github_env()
+    if gh.token is None or not repos:
+        _log("no GitHub token or repo: reaping instances only, not runner registrations")
+    result = reap(
+        cloud=Ec2Cloud.from_env(args.region),
+        registry=_registry(gh),
+        repos=repos,
+        now=SYSTEM_CLOCK.now(),
+        dry_run=args.dry_run,
+        runner_grace=timedelta(minutes=args.grace_minutes),
+        log=_log,
+    )
+    verb = "would remove" if result.dry_run else "removed"
+    _log(f"{verb} {len(result.instances)} expired instance(s) and {len(result.runners)} stale runner(s)")
+    return 0

@@ -1,0 +1,7 @@
+"""Ephemeral GPU runners on EC2 (ARCHITECTURE §2.2): one instance, one just-in-time runner, one job.
+
+``model`` (data, names, tags) · ``cloud`` (``Cloud`` protocol, boto3 EC2) · ``registry``
+(``RunnerRegistry`` protocol, PyGithub) · ``userdata`` (the jinja2 boot script) · ``lifecycle`` (launch /
+terminate / reap over the two protocols) · ``outputs`` (``$GITHUB_OUTPUT``). The CLI wiring is
+``precisionbot.commands.runner``.
+"""

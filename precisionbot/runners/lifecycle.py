@@ -1,0 +1,260 @@
+"""Launch, terminate and reap ephemeral runners: orchestration over the ``Cloud`` and ``RunnerRegistry``.
+
+No SDK and no environment here; time comes from an injected ``Clock`` so the waits are testable without
+sleeping. The invariants (each one a lesson from ec2-github-runner and cml, REFERENCE.md):
+
+* launch never leaves something behind when it fails: a JIT registration whose instance did not start is
+  deleted; an instance whose runner did not come online in time is terminated and its registration deleted;
+* every instance is findable without its id (tags carry repo, run id, PR, label and expiry), because a
+  cancelled launch job passes no id on to the terminate job;
+* the hard TTL lives in the instance itself (user-data), and ``reap`` is only the backstop for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from precisionbot.errors import CloudError, ConfigError, PrecisionbotError
+from precisionbot.runners.cloud import Cloud
+from precisionbot.runners.model import (
+    LABEL_PREFIX,
+    TAG_EXPIRES_AT,
+    TAG_LABEL,
+    TAG_PR,
+    TAG_REPO,
+    TAG_RUN_ID,
+    Instance,
+    InstanceSpec,
+    Runner,
+    RunnerSpec,
+    iso_utc,
+    label_created_at,
+)
+from precisionbot.runners.registry import RunnerRegistry
+from precisionbot.runners.userdata import render_user_data
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Wall time (for tags and expiry), a monotonic clock (for deadlines) and sleep."""
+
+    now: Callable[[], datetime]
+    monotonic: Callable[[], float]
+    sleep: Callable[[float], None]
+
+
+SYSTEM_CLOCK = Clock(now=lambda: datetime.now(timezone.utc), monotonic=time.monotonic, sleep=time.sleep)
+
+
+@dataclass(frozen=True)
+class Launched:
+    label: str
+    instance_id: str
+    runner_id: int
+
+
+@dataclass(frozen=True)
+class Terminated:
+    instance_ids: tuple[str, ...]
+    """Instances that were live and are now terminating."""
+    runner_names: tuple[str, ...]
+    """Runner registrations deleted."""
+
+
+@dataclass(frozen=True)
+class Reaped:
+    instances: tuple[Instance, ...]
+    """Expired live instances (terminated unless ``dry_run``)."""
+    runners: tuple[Runner, ...]
+    """Stale offline runners precisionbot created (deleted unless ``dry_run``)."""
+    dry_run: bool
+
+
+def launch(
+    instance: InstanceSpec,
+    runner: RunnerSpec,
+    *,
+    run_id: str,
+    pr: str | None,
+    cloud: Cloud,
+    registry: RunnerRegistry,
+    clock: Clock = SYSTEM_CLOCK,
+    wait_timeout_s: float = 600.0,
+    poll_interval_s: float = 5.0,
+    log: Log = lambda _: None,
+) -> Launched:
+    """Register a JIT runner, start one instance that runs it, wait until it is online."""
+    jit = registry.create_jit_config(runner.repo, runner.label, runner.labels, runner.runner_group_id)
+    log(f"registered just-in-time runner {runner.label} (id {jit.runner.id}) in {runner.repo}")
+    try:
+        user_data = render_user_data(runner, jit.encoded)
+        expires_at = clock.now() + timedelta(minutes=runner.ttl_minutes)
+        tags = {
+            "Name": runner.label,
+            TAG_REPO: runner.repo,
+            TAG_RUN_ID: run_id,
+            TAG_PR: pr or "",
+            TAG_LABEL: runner.label,
+            TAG_EXPIRES_AT: iso_utc(expires_at),
+        }
+        started = cloud.run_instance(instance, user_data, tags)
+    except BaseException:
+        _delete_quietly(registry, runner.repo, jit.runner, log)
+        raise
+    log(f"started {instance.instance_type} instance {started.id} (expires {tags[TAG_EXPIRES_AT]})")
+    try:
+        _wait_online(
+            started.id, runner, jit.runner.id, cloud, registry, clock, wait_timeout_s, poll_interval_s
+        )
+    except BaseException as exc:
+        cleanup = _cleanup_after_failed_launch(started.id, runner.repo, jit.runner, cloud, registry, log)
+        if isinstance(exc, PrecisionbotError):
+            raise type(exc)(f"{exc}; {cleanup}") from exc
+        raise
+    log(f"runner {runner.label} is online on {started.id}")
+    return Launched(label=runner.label, instance_id=started.id, runner_id=jit.runner.id)
+
+
+def _wait_online(
+    instance_id: str,
+    runner: RunnerSpec,
+    runner_id: int,
+    cloud: Cloud,
+    registry: RunnerRegistry,
+    clock: Clock,
+    timeout_s: float,
+    poll_s: float,
+) -> None:
+    deadline = clock.monotonic() + timeout_s
+    while True:
+        found = cloud.find_instances(instance_ids=[instance_id])
+        state = found[0].state if found else "gone"
+        if state not in ("pending", "running"):
+            raise CloudError(
+                f"instance {instance_id} is {state} before runner {runner.label} came online (its user-data "
+                f"failed or it was stopped: aws ec2 get-console-output --instance-id {instance_id})"
+            )
+        for item in registry.list_runners(runner.repo):
+            if (item.id == runner_id or item.name == runner.label) and item.status == "online":
+                return
+        remaining = deadline - clock.monotonic()
+        if remaining <= 0:
+            raise CloudError(
+                f"runner {runner.label} did not come online within {timeout_s:g} s (check the AMI, the "
+                f"subnet's route to github.com, and aws ec2 get-console-output --instance-id {instance_id}; "
+                "or raise --wait-timeout)"
+            )
+        clock.sleep(min(poll_s, remaining))
+
+
+def _cleanup_after_failed_launch(
+    instance_id: str, repo: str, runner: Runner, cloud: Cloud, registry: RunnerRegistry, log: Log
+) -> str:
+    try:
+        cloud.terminate([instance_id])
+        done = f"terminated {instance_id}"
+    except PrecisionbotError as exc:
+        done = f"could NOT terminate {instance_id} ({exc}): run `precisionbot runner terminate`"
+    log(done)
+    _delete_quietly(registry, repo, runner, log)
+    return done
+
+
+def _delete_quietly(registry: RunnerRegistry, repo: str, runner: Runner, log: Log) -> None:
+    """Best effort while already failing: the original error matters more; reap catches what is left."""
+    try:
+        registry.delete_runner(repo, runner.id)
+        log(f"deleted runner registration {runner.name}")
+    except PrecisionbotError as exc:
+        log(f"could not delete runner registration {runner.name} ({exc}); `precisionbot runner reap` will")
+
+
+def terminate(
+    *,
+    cloud: Cloud,
+    registry: RunnerRegistry | None,
+    instance_id: str | None = None,
+    run_id: str | None = None,
+    log: Log = lambda _: None,
+) -> Terminated:
+    """End the runner(s) of one instance id or one run id. Idempotent: what is already gone is skipped."""
+    if (instance_id is None) == (run_id is None):
+        raise ConfigError("runner terminate needs exactly one of --instance-id or --run-id")
+    if instance_id is not None:
+        found = cloud.find_instances(instance_ids=[instance_id])
+        foreign = [i.id for i in found if TAG_LABEL not in i.tags]
+        if foreign:
+            raise ConfigError(
+                f"instance {foreign[0]} has no {TAG_LABEL} tag: precisionbot did not start it, so it will "
+                "not terminate it (check --instance-id)"
+            )
+    else:
+        found = cloud.find_instances(tags={TAG_RUN_ID: str(run_id)})
+    live = tuple(i.id for i in found if i.live)
+    if live:
+        cloud.terminate(live)
+        log(f"terminating {', '.join(live)}")
+    else:
+        log(f"no live instance for {'instance ' + str(instance_id) if instance_id else 'run ' + str(run_id)}")
+    deleted: list[str] = []
+    targets = {(i.tags.get(TAG_REPO, ""), i.tags[TAG_LABEL]) for i in found if i.tags.get(TAG_LABEL)}
+    if registry is None:
+        if targets:
+            log("no GitHub token: leaving any runner registration to `precisionbot runner reap`")
+    else:
+        for repo in sorted({repo for repo, _ in targets if repo}):
+            labels = {label for r, label in targets if r == repo}
+            for item in registry.list_runners(repo):
+                ours = item.name in labels or labels.intersection(item.labels)
+                if ours and registry.delete_runner(repo, item.id):
+                    deleted.append(item.name)
+                    log(f"deleted runner registration {item.name}")
+    return Terminated(instance_ids=live, runner_names=tuple(deleted))
+
+
+def reap(
+    *,
+    cloud: Cloud,
+    registry: RunnerRegistry | None,
+    repos: Sequence[str] = (),
+    now: datetime,
+    dry_run: bool = False,
+    runner_grace: timedelta = timedelta(minutes=30),
+    log: Log = lambda _: None,
+) -> Reaped:
+    """Terminate tagged instances past ``expires-at``; delete offline runners precisionbot made in ``repos``.
+
+    A runner is offline legitimately while its instance boots, so only runners older than ``runner_grace``
+    (their age is encoded in the generated name) and not attached to a live, unexpired instance are deleted.
+    """
+    tagged = cloud.find_instances(tag_keys=[TAG_EXPIRES_AT])
+    expired = tuple(i for i in tagged if i.live and i.expires_at is not None and i.expires_at <= now)
+    keep_labels = {i.label for i in tagged if i.live and i not in expired and i.label}
+    verb = "would terminate" if dry_run else "terminating"
+    for item in expired:
+        log(f"{verb} {item.id} ({item.label or 'no label'}, expired {item.tags.get(TAG_EXPIRES_AT)})")
+    if expired and not dry_run:
+        cloud.terminate([i.id for i in expired])
+
+    stale: list[Runner] = []
+    if registry is not None:
+        for repo in repos:
+            for runner in registry.list_runners(repo):
+                created = label_created_at(runner.name)
+                if (
+                    runner.status == "offline"
+                    and not runner.busy
+                    and runner.name.startswith(LABEL_PREFIX)
+                    and created is not None
+                    and now - created >= runner_grace
+                    and runner.name not in keep_labels
+                ):
+                    log(f"{'would delete' if dry_run else 'deleting'} offline runner {runner.name} in {repo}")
+                    if dry_run or registry.delete_runner(repo, runner.id):
+                        stale.append(runner)
+    return Reaped(instances=expired, runners=tuple(stale), dry_run=dry_run)

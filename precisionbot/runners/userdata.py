@@ -1,0 +1,54 @@
+"""Renders the instance user-data (``templates/runner-user-data.sh.j2``): TTL watchdog, runner, power off."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from importlib import resources
+
+from precisionbot.errors import ConfigError
+from precisionbot.runners.model import RunnerSpec
+
+TEMPLATE = "runner-user-data.sh.j2"
+USER_DATA_LIMIT_BYTES = 16 * 1024
+"""EC2 rejects user-data over 16 KiB (before base64)."""
+
+_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def render_user_data(spec: RunnerSpec, jit_config: str) -> str:
+    """The boot script for one runner. Values reach the shell through ``shlex.quote``; the template never sees
+    a token or AWS credentials because none is passed in."""
+    import jinja2
+
+    if not _VERSION_RE.match(spec.runner_version):
+        raise ConfigError(f"runner version {spec.runner_version!r} must look like 2.328.0")
+    if spec.runner_sha256 is not None and not _SHA256_RE.match(spec.runner_sha256):
+        raise ConfigError(
+            "runner sha256 must be 64 lowercase hex digits (from the actions/runner release page)"
+        )
+    if spec.ttl_minutes < 1:
+        raise ConfigError(f"--ttl-minutes must be at least 1, got {spec.ttl_minutes}")
+    source = (resources.files("precisionbot") / "templates" / TEMPLATE).read_text(encoding="utf-8")
+    env = jinja2.Environment(
+        autoescape=False,  # a shell script, not HTML: quoting is done by the shquote filter
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["shquote"] = lambda value: shlex.quote(str(value))
+    script = env.from_string(source).render(
+        repo=spec.repo,
+        label=spec.label,
+        ttl_minutes=spec.ttl_minutes,
+        runner_dir=spec.runner_dir,
+        runner_user=spec.runner_user,
+        runner_version=spec.runner_version,
+        runner_sha256=spec.runner_sha256,
+        jit_config=jit_config,
+    )
+    if len(script.encode()) > USER_DATA_LIMIT_BYTES:
+        raise ConfigError(f"the rendered user-data is {len(script.encode())} bytes; EC2 allows 16 KiB")
+    return script
