@@ -9,7 +9,8 @@ Python API (everything a test needs; all methods are thread-safe)::
     with FakeGitHub(token="t0ken", repo="acme/engine", bot_login="precisionbot[bot]") as gh:
         gh.url                                  # "http://127.0.0.1:PORT" -> GITHUB_API_URL / base_url
         gh.repo                                 # "acme/engine" (the default repo for the helpers below)
-        gh.add_repo("other/repo", default_branch="main")
+        gh.add_repo("other/repo", default_branch="main")  # default branch head: "d" * 40
+        gh.set_branch("main", "e" * 40)
         gh.add_pull(7, head_sha="abc...", files=["a.py", ...], fork=False, author="alice", labels=["x"])
         gh.set_head(7, "def...", committed_at="2026-01-01T00:05:00Z")   # a push to the PR
         gh.add_issue(8)                                                 # an issue that is not a PR
@@ -29,7 +30,7 @@ Authentication: requests must send ``Authorization: token <token>`` (or ``Bearer
 Endpoints (``{o}/{r}`` must name a known repo, else 404):
 ``GET /user``; ``GET /repos/{o}/{r}``; ``GET /repos/{o}/{r}/pulls/{n}``; ``GET .../pulls/{n}/files``;
 ``GET /repos/{o}/{r}/commits/{sha}``; ``GET /repos/{o}/{r}/issues/{n}``; ``GET|POST .../issues/{n}/comments``;
-``GET|PATCH .../issues/comments/{id}``; ``GET|POST .../issues/comments/{id}/reactions`` (201 new,
+``GET|PATCH|DELETE .../issues/comments/{id}``; ``GET .../branches/{b}``; ``GET|POST .../issues/comments/{id}/reactions`` (201 new,
 200 existing);
 ``GET .../collaborators/{user}/permission``; ``POST .../check-runs``; ``PATCH .../check-runs/{id}``;
 ``POST .../actions/runners/generate-jitconfig`` (201; 409 on a duplicate name); ``GET .../actions/runners``
@@ -93,6 +94,7 @@ class FakeState:
     permissions: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     check_runs: dict[int, Json] = field(default_factory=dict)
     runners: dict[int, Json] = field(default_factory=dict)  # id -> runner (with "_repo")
+    branches: dict[tuple[str, str], str] = field(default_factory=dict)  # (repo, branch) -> head sha
     next_id: int = 1000
 
 
@@ -165,6 +167,11 @@ class FakeGitHub:
                 "private": private,
                 "fork": False,
             }
+            self.state.branches[(full_name, default_branch)] = "d" * 40
+
+    def set_branch(self, branch: str, sha: str, repo: str | None = None) -> None:
+        with self._lock:
+            self.state.branches[(repo or self.repo, branch)] = sha
 
     def add_pull(
         self,
@@ -217,9 +224,7 @@ class FakeGitHub:
             self._add_commit(repo, head_sha, committed_at)
         return pull
 
-    def set_head(
-        self, number: int, sha: str, committed_at: str | None = None, repo: str | None = None
-    ) -> None:
+    def set_head(self, number: int, sha: str, committed_at: str | None = None, repo: str | None = None) -> None:
         """Simulate a push to the PR: new head commit with the given committer date (default: now)."""
         repo = repo or self.repo
         with self._lock:
@@ -282,9 +287,7 @@ class FakeGitHub:
             self.state.reactions[cid] = []
             return self._render_comment(self.url, self.state.comments[cid])
 
-    def set_permission(
-        self, user: str, permission: str, role_name: str | None = None, repo: str | None = None
-    ) -> None:
+    def set_permission(self, user: str, permission: str, role_name: str | None = None, repo: str | None = None) -> None:
         """``permission``: the API's coarse field (admin/write/read/none); ``role_name`` is the finer one."""
         assert permission in PERMISSIONS, permission
         with self._lock:
@@ -322,9 +325,7 @@ class FakeGitHub:
             "X-RateLimit-Reset": reset,
         }
         if kind == "primary":
-            self.fail_next(
-                method, path_regex, 403, limit_headers, {"message": "API rate limit exceeded for x."}, times
-            )
+            self.fail_next(method, path_regex, 403, limit_headers, {"message": "API rate limit exceeded for x."}, times)
         elif kind == "secondary":
             message = "You have exceeded a secondary rate limit. "
             body = {"message": message + "Please wait a few minutes before you try again."}
@@ -479,9 +480,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         auth = self.headers.get("Authorization")
         with self.owner._lock:
-            self.owner.requests.append(
-                RecordedRequest(method, parsed.path, dict(self.query), self.body, auth)
-            )
+            self.owner.requests.append(RecordedRequest(method, parsed.path, dict(self.query), self.body, auth))
         token = self.owner.token
         if token is not None and auth not in (f"token {token}", f"Bearer {token}"):
             self._send(401, {"message": "Bad credentials"})
@@ -629,6 +628,24 @@ def _stored_comment(h: _Handler, m: re.Match[str]) -> Json:
     return comment
 
 
+@route("DELETE", _REPO + r"/issues/comments/(?P<id>\d+)")
+def _delete_comment(h: _Handler, m: re.Match[str]) -> Any:
+    comment = _stored_comment(h, m)
+    if comment["user"]["login"] != h.owner.bot_login:
+        raise Reply(403, {"message": "Resource not accessible by integration"})
+    h.owner.state.comments.pop(comment["id"])
+    raise Reply(204, None)
+
+
+@route("GET", _REPO + r"/branches/(?P<branch>[^/]+)")
+def _get_branch(h: _Handler, m: re.Match[str]) -> Any:
+    repo = h.repo(m)
+    sha = h.owner.state.branches.get((repo, m["branch"]))
+    if sha is None:
+        raise Reply(404, {"message": "Branch not found"})
+    return {"name": m["branch"], "commit": {"sha": sha, "url": f"{h.base}/repos/{repo}/commits/{sha}"}}
+
+
 @route("GET", _REPO + r"/issues/comments/(?P<id>\d+)")
 def _get_comment(h: _Handler, m: re.Match[str]) -> Any:
     return h.owner._render_comment(h.base, _stored_comment(h, m))
@@ -660,9 +677,7 @@ def _create_reaction(h: _Handler, m: re.Match[str]) -> Any:
     comment = _stored_comment(h, m)
     content = (h.body or {}).get("content")
     if content not in REACTIONS:
-        raise Reply(
-            422, {"message": "Validation Failed", "errors": [{"field": "content", "code": "invalid"}]}
-        )
+        raise Reply(422, {"message": "Validation Failed", "errors": [{"field": "content", "code": "invalid"}]})
     existing = h.owner.state.reactions[comment["id"]]
     bot = _user(h.owner.bot_login, "Bot")
     for reaction in existing:

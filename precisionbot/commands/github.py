@@ -1,0 +1,216 @@
+"""``precisionbot github plan`` and ``precisionbot github comment``: the composition root of the GitHub side.
+
+``main``-style handlers read the environment once into :class:`ActionEnv`, build the real adapter
+(PyGithub) and call ``plan_action`` / ``comment_action``, which take everything as arguments (tests pass a
+fake-server adapter). Nothing below the handlers reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from precisionbot.errors import ConfigError, GitHubError
+
+DEFAULT_API_URL = "https://api.github.com"
+
+
+@dataclass(frozen=True)
+class ActionEnv:
+    """The GitHub Actions environment (CONTRACT: Environment), read once at the root."""
+
+    token: str | None = None
+    """``PRECISIONBOT_GITHUB_TOKEN``, else ``GITHUB_TOKEN``."""
+    api_url: str = DEFAULT_API_URL
+    server_url: str = "https://github.com"
+    repository: str | None = None
+    event_name: str | None = None
+    event_path: str | None = None
+    sha: str | None = None
+    run_id: str | None = None
+    output: str | None = None
+    step_summary: str | None = None
+    config_path: str | None = None
+    """``PRECISIONBOT_CONFIG``: the config file (default ``.github/precision.yml`` when it exists)."""
+    bot_login: str = "github-actions[bot]"
+    """``PRECISIONBOT_BOT_LOGIN``: our login when the token may not call ``GET /user`` (Actions' token)."""
+
+    @classmethod
+    def from_mapping(cls, env: Mapping[str, str]) -> ActionEnv:
+        def get(name: str) -> str | None:
+            return env.get(name) or None
+
+        return cls(
+            token=get("PRECISIONBOT_GITHUB_TOKEN") or get("GITHUB_TOKEN"),
+            api_url=get("GITHUB_API_URL") or DEFAULT_API_URL,
+            server_url=get("GITHUB_SERVER_URL") or "https://github.com",
+            repository=get("GITHUB_REPOSITORY"),
+            event_name=get("GITHUB_EVENT_NAME"),
+            event_path=get("GITHUB_EVENT_PATH"),
+            sha=get("GITHUB_SHA"),
+            run_id=get("GITHUB_RUN_ID"),
+            output=get("GITHUB_OUTPUT"),
+            step_summary=get("GITHUB_STEP_SUMMARY"),
+            config_path=get("PRECISIONBOT_CONFIG"),
+            bot_login=get("PRECISIONBOT_BOT_LOGIN") or "github-actions[bot]",
+        )
+
+    @property
+    def run_url(self) -> str | None:
+        if not (self.repository and self.run_id):
+            return None
+        return f"{self.server_url.rstrip('/')}/{self.repository}/actions/runs/{self.run_id}"
+
+    def require(self, *names: str) -> None:
+        missing = [n for n in names if not getattr(self, n)]
+        if missing:
+            env_names = {
+                "token": "GITHUB_TOKEN",
+                "repository": "GITHUB_REPOSITORY",
+                "event_name": "GITHUB_EVENT_NAME",
+                "event_path": "GITHUB_EVENT_PATH",
+            }
+            wanted = ", ".join(env_names.get(n, n) for n in missing)
+            raise ConfigError(f"{wanted} not set; run inside GitHub Actions or export it")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("github", help="the GitHub side: plan (the gate) and comment (sticky comment)")
+    sub = parser.add_subparsers(dest="github_command", metavar="ACTION")
+    sub.required = True
+    plan = sub.add_parser("plan", help="apply the gate to the GitHub event; write run/sha/pr/suite/matrix/reason")
+    plan.add_argument("--config", help="precisionbot config (default: $PRECISIONBOT_CONFIG, .github/precision.yml)")
+    plan.set_defaults(handler=_plan)
+    comment = sub.add_parser("comment", help="upsert the sticky PR comment and write the job summary")
+    comment.add_argument("dirs", nargs="+", metavar="DIR", help="result directories (one per matrix cell)")
+    comment.add_argument("--pr", type=int, help="PR number (default: from the event)")
+    comment.add_argument("--suite", help="suite name, for one comment per suite (github.comment_per_suite)")
+    comment.add_argument("--config", help="precisionbot config (default: $PRECISIONBOT_CONFIG, .github/precision.yml)")
+    comment.set_defaults(handler=_comment)
+
+
+def load_config_for(path: str | None) -> Any:
+    from precisionbot.config import DEFAULT_CONFIG_PATH, Config, load_config
+
+    if path:
+        return load_config(path)
+    if Path(DEFAULT_CONFIG_PATH).is_file():
+        return load_config(DEFAULT_CONFIG_PATH)
+    return Config.default()
+
+
+def _connect(env: ActionEnv) -> Any:
+    from precisionbot.gh.rest import connect
+
+    env.require("token", "repository")
+    return connect(env.token or "", env.repository or "", env.api_url, login_fallback=env.bot_login)
+
+
+def _plan(args: Any) -> int:
+    env = ActionEnv.from_mapping(os.environ)
+    config = load_config_for(args.config or env.config_path)
+    env.require("event_name", "event_path")
+    return plan_action(env, config, _connect(env) if env.token else None)
+
+
+def _comment(args: Any) -> int:
+    env = ActionEnv.from_mapping(os.environ)
+    config = load_config_for(args.config or env.config_path)
+    api = _connect(env) if env.token and env.repository else None
+    return comment_action(env, config, api, args.dirs, pr=args.pr, suite=args.suite)
+
+
+def read_payload(path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the event payload GITHUB_EVENT_PATH={path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"the event payload {path} is not a JSON object")
+    return data
+
+
+def plan_action(env: ActionEnv, config: Any, api: Any, out: TextIO = sys.stdout) -> int:
+    from precisionbot.gh.event import parse_event
+    from precisionbot.gh.plan import run_plan
+    from precisionbot.gh.workflow import command, write_outputs
+
+    event = parse_event(env.event_name or "", read_payload(env.event_path or ""), env.sha)
+    if api is None:
+        raise ConfigError("GITHUB_TOKEN not set; give the plan step a token (contents: read is enough)")
+    outcome = run_plan(event, api, config)
+    d = outcome.decision
+    for warning in outcome.warnings:
+        print(command("warning", warning), file=out)
+    values = {
+        "run": "true" if d.run else "false",
+        "sha": d.sha,
+        "pr": "" if d.pr is None else str(d.pr),
+        "suite": d.suite,
+        "mode": d.mode,
+        "matrix": json.dumps(d.matrix, separators=(",", ":")),
+        "reason": d.reason,
+    }
+    print(f"precisionbot: {'run' if d.run else 'skip'}: {d.reason}", file=out)
+    print(write_outputs(values, env.output), end="", file=out)
+    return 0
+
+
+def _pr_from_event(env: ActionEnv) -> int | None:
+    if not env.event_path or not Path(env.event_path).is_file():
+        return None
+    payload = read_payload(env.event_path)
+    for key in ("pull_request", "issue"):
+        if isinstance(payload.get(key), dict) and "number" in payload[key]:
+            return int(payload[key]["number"])
+    pr = (payload.get("inputs") or {}).get("pr")
+    return int(pr) if isinstance(pr, str | int) and str(pr).isdigit() else None
+
+
+def comment_action(
+    env: ActionEnv,
+    config: Any,
+    api: Any,
+    dirs: Sequence[str],
+    *,
+    pr: int | None = None,
+    suite: str | None = None,
+    out: TextIO = sys.stdout,
+) -> int:
+    from precisionbot.gh.sticky import upsert_comment
+    from precisionbot.gh.workflow import command, write_outputs, write_summary
+    from precisionbot.report import ReportLinks, ReportSection, comment_marker, render_comment, render_summary
+    from precisionbot.resultdir import read_result
+    from precisionbot.results import Verdict
+
+    sections = [ReportSection(label=_label(d, read_result(d)), run=read_result(d)) for d in dirs]
+    verdict = Verdict.combine(s.run.verdict for s in sections)
+    links = ReportLinks(run_url=env.run_url, artifact_url=f"{env.run_url}#artifacts" if env.run_url else None)
+    marker = comment_marker(suite if config.github.comment_per_suite else None)
+    body = render_comment(sections, links=links, marker=marker)
+    if not write_summary(render_summary(sections, links=links), env.step_summary):
+        print(body, file=out)
+    pr = pr if pr is not None else _pr_from_event(env)
+    url = ""
+    if api is None or pr is None:
+        why = "no token or repository" if api is None else "no PR number (pass --pr)"
+        print(command("warning", f"precisionbot: PR comment skipped: {why}"), file=out)
+    else:
+        try:
+            url = upsert_comment(api, pr, body, marker).comment.url
+        except GitHubError as exc:
+            print(command("warning", f"precisionbot: could not post the PR comment: {exc}"), file=out)
+    print(write_outputs({"verdict": verdict.value, "comment-url": url}, env.output), end="", file=out)
+    return verdict.exit_code
+
+
+def _label(directory: str, run: Any) -> str:
+    env = run.environment
+    if env.get("model"):
+        return f"{env['model']}@tp{env['tp']}" if env.get("tp") else str(env["model"])
+    return Path(directory).name

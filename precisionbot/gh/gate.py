@@ -1,0 +1,256 @@
+"""The gate: which events run the (paid, untrusted-code) GPU job, on which commit, with which suite. Pure.
+
+Two steps so the caller fetches only what a decision needs: :func:`needs` says which facts to ask GitHub
+for, :func:`decide` turns the event, those facts and the config into a :class:`Decision`.
+
+The head-commit rule for ``/precision rerun`` (time of check vs time of use):
+
+* ``sha=<prefix>`` in the comment pins the commit the commenter reviewed: the PR head must still start
+  with it. PRs from forks *must* name it: their author is untrusted and controls commit dates.
+* Otherwise (same-repository PRs, whose authors have write access) the run is refused when the head
+  commit's committer date is later than the comment: someone pushed after the comment was written.
+* Either way the run is pinned to the head SHA read here; the GPU job checks out exactly that commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from precisionbot.config import Config
+from precisionbot.errors import ConfigError
+from precisionbot.gh.api import PERMISSION_RANK, PullInfo
+from precisionbot.gh.event import Event
+from precisionbot.gh.matrix import build_matrix
+from precisionbot.gh.slash import USAGE, Malformed, SlashCommand, parse_command
+
+PR_ACTIONS = ("opened", "synchronize", "reopened", "labeled")
+EYES, ROCKET, CONFUSED = "eyes", "rocket", "confused"
+
+
+@dataclass(frozen=True)
+class Needs:
+    """Facts :func:`decide` will read for this event (everything else may stay None)."""
+
+    files: bool = False
+    pull: bool = False
+    permission_of: str | None = None
+    commit_date: bool = False
+    default_head: bool = False
+    command: SlashCommand | Malformed | None = None
+    """The parsed slash command (parsed once, here)."""
+
+    @property
+    def acknowledged(self) -> bool:
+        """A comment addressed to us: react 👀 before fetching anything."""
+        return self.command is not None
+
+
+@dataclass(frozen=True)
+class Facts:
+    bot_login: str = ""
+    matched_path: str | None = None
+    """The first changed file that matches ``github.paths`` (None = none does)."""
+    pull: PullInfo | None = None
+    permission: str | None = None
+    head_committed_at: datetime | None = None
+    default_head: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    run: bool
+    reason: str
+    """One sentence for the log and the ``reason`` output."""
+    sha: str = ""
+    pr: int | None = None
+    suite: str = ""
+    mode: str = ""
+    """``check`` (judge a commit) or ``baseline`` (record golden baselines); empty when not running."""
+    matrix: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"include": []})
+    reactions: tuple[str, ...] = ()
+    """Reactions on the triggering comment, in order (👀 comes first, on receipt)."""
+    reply: str | None = None
+    """A short reply comment (refusals, malformed commands, help)."""
+
+
+def _skip(reason: str) -> Decision:
+    return Decision(run=False, reason=reason)
+
+
+def _is_bot(event: Event, bot_login: str) -> bool:
+    return event.comment_user_type == "Bot" or event.comment_user == bot_login
+
+
+def needs(event: Event, config: Config, bot_login: str) -> Needs:
+    gh = config.github
+    if event.name == "pull_request" and event.action in PR_ACTIONS:
+        if event.action == "labeled":
+            wanted = event.label in (gh.run_label, gh.fork_label)
+            return Needs(permission_of=event.sender if wanted else None)
+        return Needs(files=not event.is_fork and bool(gh.paths) and gh.run_label not in event.labels)
+    if event.name == "issue_comment" and event.action == "created" and event.is_pull:
+        if _is_bot(event, bot_login):
+            return Needs()
+        command = parse_command(event.comment_body)
+        if not isinstance(command, SlashCommand) or command.verb == "help":
+            return Needs(command=command)
+        if command.verb == "baseline":
+            return Needs(command=command, permission_of=event.comment_user, default_head=True)
+        return Needs(command=command, permission_of=event.comment_user, pull=True, commit_date=True)
+    return Needs()
+
+
+def decide(event: Event, facts: Facts, config: Config) -> Decision:
+    if event.name == "pull_request":
+        return _pull_request(event, facts, config)
+    if event.name == "pull_request_target":
+        return _skip("pull_request_target is not supported: it would run PR code with a write token")
+    if event.name == "issue_comment":
+        return _comment(event, facts, config)
+    if event.name == "push":
+        branch = f"refs/heads/{event.default_branch}" if event.default_branch else None
+        if event.ref != branch or not event.after or set(event.after) == {"0"}:
+            return _skip(f"push to {event.ref}: baselines refresh only from the default branch")
+        return _run(config, config.github.baseline_suite, event.after, None, "push to the default branch")
+    if event.name == "schedule":
+        return _run(config, config.github.baseline_suite, event.sha or "", None, "scheduled baseline refresh")
+    if event.name == "workflow_dispatch":
+        suite = event.inputs.get("suite") or config.github.pr_suite
+        models = tuple(m for m in event.inputs.get("models", "").split(",") if m)
+        pr = event.inputs.get("pr")
+        return _run(config, suite, event.sha or "", int(pr) if pr and pr.isdigit() else None, "manual run", models)
+    return _skip(f"event {event.name!r} does not trigger precisionbot")
+
+
+def _run(
+    config: Config,
+    suite: str,
+    sha: str,
+    pr: int | None,
+    reason: str,
+    models: tuple[str, ...] = (),
+    checks: tuple[str, ...] = (),
+    samples: int | None = None,
+    reactions: tuple[str, ...] = (),
+) -> Decision:
+    matrix = build_matrix(config, suite, models, checks, samples)
+    mode = "baseline" if suite == config.github.baseline_suite else "check"
+    return Decision(True, reason, sha, pr, suite, mode, matrix, reactions)
+
+
+def _allowed(permission: str | None, required: str) -> bool:
+    return PERMISSION_RANK.get(permission or "none", 0) >= PERMISSION_RANK[required]
+
+
+def _pull_request(event: Event, facts: Facts, config: Config) -> Decision:
+    gh = config.github
+    if event.action not in PR_ACTIONS:
+        return _skip(f"pull_request {event.action!r} does not trigger a run")
+    sha, pr, suite = event.head_sha or "", event.pr, gh.pr_suite
+    if event.action == "labeled":
+        if event.label not in (gh.run_label, gh.fork_label):
+            return _skip(f"label {event.label!r} does not request a run")
+        if event.is_fork and event.label != gh.fork_label:
+            return _skip(f"PR from a fork: only the {gh.fork_label!r} label allows a run")
+        if not _allowed(facts.permission, gh.permissions.rerun):
+            return _skip(f"{event.sender} ({facts.permission}) may not request runs by label")
+        return _run(config, suite, sha, pr, f"label {event.label!r} added by {event.sender}")
+    if event.is_fork:
+        return _skip(
+            f"PR from a fork is not run automatically; a maintainer can add the {gh.fork_label!r} label "
+            "or comment `/precision rerun sha=<head>`"
+        )
+    if gh.run_label in event.labels:
+        return _run(config, suite, sha, pr, f"PR carries the {gh.run_label!r} label")
+    if not gh.paths:
+        return _run(config, suite, sha, pr, "every PR runs (no github.paths configured)")
+    if facts.matched_path is None:
+        return _skip("no changed file matches github.paths")
+    return _run(config, suite, sha, pr, f"{facts.matched_path} matches github.paths")
+
+
+def _refuse(reason: str, reply: str, usage: bool = False) -> Decision:
+    body = reply + ("\n\n" + USAGE if usage else "")
+    return Decision(run=False, reason=reason, reactions=(EYES, CONFUSED), reply=body)
+
+
+def _comment(event: Event, facts: Facts, config: Config) -> Decision:
+    if event.action != "created":
+        return _skip(f"comment {event.action}: only new comments are read")
+    if not event.is_pull:
+        return _skip("comment on an issue, not a PR")
+    if _is_bot(event, facts.bot_login):
+        return _skip("comment by a bot")
+    command = parse_command(event.comment_body)
+    if command is None:
+        return _skip("comment is not a /precision command")
+    if isinstance(command, Malformed):
+        return _refuse("malformed command", f"😕 {command.problem}.", usage=True)
+    if command.verb == "help":
+        return Decision(run=False, reason="help", reactions=(EYES,), reply=USAGE)
+    gh = config.github
+    required = gh.permissions.baseline if command.verb == "baseline" else gh.permissions.rerun
+    if not _allowed(facts.permission, required):
+        return _refuse(
+            f"{event.comment_user} ({facts.permission}) may not {command.verb}",
+            f"😕 `/precision {command.verb}` needs the **{required}** role or above; "
+            f"`{event.comment_user}` has **{facts.permission or 'none'}**.",
+        )
+    try:
+        if command.verb == "baseline":
+            return _baseline(event, facts, config, command)
+        return _rerun(event, facts, config, command)
+    except ConfigError as exc:
+        return _refuse(f"bad command: {exc}", f"😕 {exc}.", usage=True)
+
+
+def _baseline(event: Event, facts: Facts, config: Config, command: SlashCommand) -> Decision:
+    head = facts.default_head or ""
+    if command.sha and not head.startswith(command.sha):
+        return _refuse("default branch moved", f"😕 The default branch is at `{head[:12]}`, not `{command.sha}`.")
+    reason = f"/precision baseline by {event.comment_user}"
+    return _run(config, config.github.baseline_suite, head, event.pr, reason, command.models, reactions=(EYES, ROCKET))
+
+
+def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) -> Decision:
+    pull = facts.pull
+    assert pull is not None, "needs() asks for the pull on rerun"
+    if pull.state != "open":
+        return _refuse("PR is not open", "😕 This PR is closed; reopen it to run the checks.")
+    if command.sha is not None:
+        if not pull.head_sha.startswith(command.sha):
+            return _refuse(
+                "head moved",
+                f"😕 The PR head is now `{pull.head_sha[:12]}`, not `{command.sha}`: review the new commits "
+                "and comment again.",
+            )
+    elif pull.is_fork:
+        return _refuse(
+            "fork PR without sha=",
+            "😕 This PR comes from a fork: review its head, then name it with "
+            f"`/precision rerun sha={pull.head_sha[:12]}` so later pushes cannot ride on your approval.",
+        )
+    elif (
+        facts.head_committed_at is not None
+        and event.comment_created_at is not None
+        and facts.head_committed_at > event.comment_created_at
+    ):
+        return _refuse(
+            "head moved",
+            f"😕 The PR head `{pull.head_sha[:12]}` was committed after your comment; comment again to run it.",
+        )
+    reason = f"/precision rerun by {event.comment_user}"
+    reactions = (EYES, ROCKET)
+    return _run(
+        config,
+        config.github.pr_suite,
+        pull.head_sha,
+        pull.number,
+        reason,
+        command.models,
+        command.checks,
+        command.samples,
+        reactions,
+    )
