@@ -30,8 +30,8 @@ Authentication: requests must send ``Authorization: token <token>`` (or ``Bearer
 Endpoints (``{o}/{r}`` must name a known repo, else 404):
 ``GET /user``; ``GET /repos/{o}/{r}``; ``GET /repos/{o}/{r}/pulls/{n}``; ``GET .../pulls/{n}/files``;
 ``GET /repos/{o}/{r}/commits/{sha}``; ``GET /repos/{o}/{r}/issues/{n}``; ``GET|POST .../issues/{n}/comments``;
-``GET|PATCH|DELETE .../issues/comments/{id}``; ``GET .../branches/{b}``; ``GET|POST .../issues/comments/{id}/reactions`` (201 new,
-200 existing);
+``GET|PATCH|DELETE .../issues/comments/{id}``; ``GET .../branches/{b}``;
+``GET|POST .../issues/comments/{id}/reactions`` (201 new, 200 existing);
 ``GET .../collaborators/{user}/permission``; ``POST .../check-runs``; ``PATCH .../check-runs/{id}``;
 ``POST .../actions/runners/generate-jitconfig`` (201; 409 on a duplicate name); ``GET .../actions/runners``
 (``{total_count, runners}``, paginated); ``GET|DELETE .../actions/runners/{id}`` (DELETE -> 204).
