@@ -1,0 +1,10 @@
+"""Checks: the consistency helpers (``match``, ``prefill_cache_hit``, ``decode_cache_hit``), and the registry
+(``precisionbot.checks.registry.CHECKS``) through which ``run_suite`` finds every check by name."""
+
+from __future__ import annotations
+
+from precisionbot.checks.compare import CheckOutput
+from precisionbot.checks.context import CheckContext
+from precisionbot.checks.runner import CheckRun, run_checks, run_suite
+
+__all__ = ["CheckContext", "CheckOutput", "CheckRun", "run_checks", "run_suite"]

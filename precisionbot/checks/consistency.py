@@ -1,0 +1,165 @@
+"""The three consistency helpers, with SGLang ``kl_test_utils.py`` semantics (REFERENCE.md), plus tails.
+
+Each compares a decode (the path under test) with a no-cache replay of the same tokens as a pure prefill
+(the reference). Temperature 0 is sent explicitly with ``ignore_eos``; ``/flush_cache`` is called before
+generating and before each replay, as upstream does; the replay's last ``N`` input logprobs align with the
+``N`` decoded tokens. Cache helpers keep only prompts that really hit the cache and need more than half of
+them to, else they are INCONCLUSIVE ("too few cache hits": an empty comparison must never read as a pass),
+and they are INCONCLUSIVE when the server reports its radix cache disabled (upstream silently returns).
+
+Beyond upstream, the replay asks for the top-2 logprobs (which does not change the logprobs) so each
+position knows the replay's top-1 (flips) and its top-2 gap (noise or bug), and for token text so the worst
+positions can be shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from precisionbot.checks.compare import AlignedSample, CheckOutput, compare
+from precisionbot.checks.context import CheckContext
+from precisionbot.engines.base import GenerateRequest, Generation
+from precisionbot.errors import EngineError
+from precisionbot.results import CacheStats, CheckResult
+
+REPLAY_TOP_K = 2
+MIN_KEPT_FRACTION = 0.5
+
+
+def _generate(ctx: CheckContext, prompts: Sequence[tuple[int, ...]], max_new_tokens: int) -> list[Generation]:
+    requests = [
+        GenerateRequest(p, max_new_tokens=max_new_tokens, temperature=0.0, ignore_eos=True, logprob_start_len=-1)
+        for p in prompts
+    ]
+    return ctx.engine.generate(requests, progress=ctx.progress.advance)
+
+
+def _replay(ctx: CheckContext, sequences: Sequence[tuple[int, ...]]) -> list[Generation]:
+    """Pure prefills (``max_new_tokens=0``) with logprobs from position 0, after a flush (no cache)."""
+    ctx.engine.flush_cache()
+    requests = [
+        GenerateRequest(
+            seq,
+            max_new_tokens=0,
+            temperature=0.0,
+            ignore_eos=True,
+            logprob_start_len=0,
+            top_logprobs_num=REPLAY_TOP_K,
+            return_text=True,
+        )
+        for seq in sequences
+    ]
+    return ctx.engine.generate(requests, progress=ctx.progress.advance)
+
+
+def align(sample: int, prompt: Sequence[int], test: Generation, replay: Generation) -> AlignedSample:
+    """Decode logprob ``k`` ↔ the replay's input logprob at ``len(prompt) + k`` (its last ``N`` entries)."""
+    n = len(test.output_ids)
+    if len(replay.input_logprobs) != len(prompt) + n:
+        raise EngineError(
+            f"replay of sample {sample}: {len(replay.input_logprobs)} input logprobs for {len(prompt)} + {n} tokens"
+        )
+    lp_ref = replay.input_logprobs[len(prompt) :]
+    top1 = margin = None
+    if replay.input_top is not None:
+        ids, lps = replay.input_top.ids[len(prompt) :], replay.input_top.logprobs[len(prompt) :]
+        top1 = ids[:, 0]
+        margin = lps[:, 0] - lps[:, 1] if lps.shape[1] > 1 else None
+    return AlignedSample(
+        sample=sample,
+        prompt_tokens=len(prompt),
+        position=np.arange(len(prompt), len(prompt) + n),
+        token_id=np.asarray(test.output_ids, dtype=np.int32),
+        lp_ref=lp_ref,
+        lp_test=test.output_logprobs,
+        token_text=tuple(replay.input_token_text[len(prompt) :]),
+        top1_ref=top1,
+        margin_ref=margin,
+        cached_tokens=test.cached_tokens,
+    )
+
+
+def _compare_replayed(
+    ctx: CheckContext,
+    name: str,
+    indices: Sequence[int],
+    prompts: Sequence[tuple[int, ...]],
+    tests: Sequence[Generation],
+    cache: CacheStats | None,
+) -> CheckOutput:
+    ctx.progress.phase(f"{name}: replay")
+    replays = _replay(ctx, [tuple(p) + t.output_ids for p, t in zip(prompts, tests, strict=True)])
+    aligned = [align(i, p, t, r) for i, p, t, r in zip(indices, prompts, tests, replays, strict=True)]
+    return compare(name, aligned, ctx.thresholds, cache=cache, extra={"profile": ctx.profile})
+
+
+def check_match(ctx: CheckContext) -> CheckOutput:
+    """No cache: greedy decode vs the replay of prompt + output."""
+    prompts = ctx.prompts()
+    ctx.progress.phase("match: generate")
+    ctx.engine.flush_cache()
+    gens = _generate(ctx, prompts, ctx.suite.max_new_tokens)
+    return _compare_replayed(ctx, "match", range(len(prompts)), prompts, gens, None)
+
+
+def _cache_blocked(ctx: CheckContext, name: str) -> CheckOutput | None:
+    reason = ctx.engine.cache_unsupported_reason()
+    if reason is None and ctx.engine.server_info().disable_radix_cache:
+        reason = "the server reports its radix cache disabled (disable_radix_cache=true), so no prefix can hit it"
+    return None if reason is None else CheckOutput(CheckResult.inconclusive(name, reason))
+
+
+def _too_few(name: str, kept: int, total: int, rule: str) -> CheckOutput | None:
+    if kept > MIN_KEPT_FRACTION * total:
+        return None
+    return CheckOutput(
+        CheckResult.inconclusive(
+            name,
+            f"too few cache hits: {kept} of {total} prompts {rule} (more than half needed); "
+            "is the prefix cache enabled and large enough?",
+            cache=CacheStats(kept=kept, total=total),
+        )
+    )
+
+
+def check_prefill_cache_hit(ctx: CheckContext) -> CheckOutput:
+    """Warm the cache with the prompts, generate (the prefill hits it), replay the hits without cache."""
+    name = "prefill_cache_hit"
+    blocked = _cache_blocked(ctx, name)
+    if blocked is not None:
+        return blocked
+    prompts = ctx.prompts()
+    ctx.progress.phase(f"{name}: warm + generate")
+    ctx.engine.flush_cache()
+    _generate(ctx, prompts, 0)  # warm-up; no flush between it and the generation
+    gens = _generate(ctx, prompts, ctx.suite.max_new_tokens)
+    keep = [i for i, g in enumerate(gens) if g.cached_tokens > 0]
+    too_few = _too_few(name, len(keep), len(prompts), "reported cached_tokens > 0")
+    if too_few is not None:
+        return too_few
+    cache = CacheStats(kept=len(keep), total=len(prompts))
+    return _compare_replayed(ctx, name, keep, [prompts[i] for i in keep], [gens[i] for i in keep], cache)
+
+
+def check_decode_cache_hit(ctx: CheckContext) -> CheckOutput:
+    """Turn 2 = turn-1 prompt + its output + ``","``, generated on the warm cache that turn 1's decode filled."""
+    name = "decode_cache_hit"
+    blocked = _cache_blocked(ctx, name)
+    if blocked is not None:
+        return blocked
+    prompts = ctx.prompts()
+    sep = ctx.separator_ids()
+    ctx.progress.phase(f"{name}: turns 1 + 2")
+    ctx.engine.flush_cache()
+    turn1 = _generate(ctx, prompts, ctx.suite.max_new_tokens)
+    turn2_prompts = [tuple(p) + g.output_ids + sep for p, g in zip(prompts, turn1, strict=True)]
+    turn2 = _generate(ctx, turn2_prompts, ctx.suite.max_new_tokens)
+    # Only a hit that reaches past the turn-1 prompt reuses state written during decode.
+    keep = [i for i, g in enumerate(turn2) if g.cached_tokens > len(prompts[i]) + 1]
+    too_few = _too_few(name, len(keep), len(prompts), "reused decoded tokens (cached_tokens > turn-1 prompt + 1)")
+    if too_few is not None:
+        return too_few
+    cache = CacheStats(kept=len(keep), total=len(prompts))
+    return _compare_replayed(ctx, name, keep, [turn2_prompts[i] for i in keep], [turn2[i] for i in keep], cache)

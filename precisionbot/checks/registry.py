@@ -1,0 +1,32 @@
+"""Check functions by name. Adding a check is one line here: ``"name": CheckSpec(fn, units)``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from precisionbot.checks.consistency import check_decode_cache_hit, check_match, check_prefill_cache_hit
+from precisionbot.checks.context import CheckContext, CheckFn
+
+
+def _per_sample(n: int) -> Callable[[CheckContext], int]:
+    return lambda ctx: n * ctx.suite.samples
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    run: CheckFn
+    units: Callable[[CheckContext], int] | None = None
+    """Progress units the check reports through ``ctx.progress.advance`` (for the ETA); None = one per sample."""
+
+    def planned_units(self, ctx: CheckContext) -> int:
+        return ctx.suite.samples if self.units is None else self.units(ctx)
+
+
+CHECKS: Mapping[str, CheckSpec] = {
+    "match": CheckSpec(check_match, _per_sample(2)),
+    "prefill_cache_hit": CheckSpec(check_prefill_cache_hit, _per_sample(3)),
+    "decode_cache_hit": CheckSpec(check_decode_cache_hit, _per_sample(3)),
+}
+"""Registered checks. ``golden`` and ``batch_invariance`` add their entries here; a configured check with no
+entry (e.g. ``layers`` in a build without it) is INCONCLUSIVE, never skipped silently."""

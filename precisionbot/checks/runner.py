@@ -1,0 +1,114 @@
+"""Run a suite's checks against an engine and assemble the ``RunResult`` (the shared check runner)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from precisionbot.checks.compare import CheckOutput
+from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
+from precisionbot.checks.registry import CHECKS
+from precisionbot.config import Config, ModelConfig, SuiteConfig
+from precisionbot.engines.base import Engine
+from precisionbot.errors import EngineError
+from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """A finished run: the result plus each check's per-position arrays."""
+
+    result: RunResult
+    records: dict[str, PositionRecord] = field(default_factory=dict)
+
+
+def run_one(ctx: CheckContext, name: str) -> CheckOutput:
+    """One check; an engine that answers badly makes it INCONCLUSIVE with the engine's error as the reason."""
+    spec = CHECKS.get(name)
+    if spec is None:
+        return CheckOutput(CheckResult.inconclusive(name, f"the {name!r} check is not available in this build"))
+    try:
+        return spec.run(ctx)
+    except EngineError as exc:
+        return CheckOutput(CheckResult.inconclusive(name, f"could not run: {exc}"))
+
+
+def signature_for(ctx: CheckContext) -> str:
+    """What must match for two runs to be comparable (no host facts here: the golden check adds its own)."""
+    from precisionbot.baselines.signature import Signature
+
+    suite, model = ctx.suite, ctx.model
+    return Signature.build(
+        model=None if model is None else model.path,
+        revision=None if model is None else model.revision,
+        tp=None if model is None else model.tp,
+        dtype=None if model is None else model.dtype,
+        engine_args=None if model is None else f"{ctx.config.engine.args} {model.args}".strip(),
+        corpus=suite.corpus or "builtin",
+        check_params={
+            "samples": suite.samples,
+            "max_new_tokens": suite.max_new_tokens,
+            "prompt_tokens": list(suite.prompt_tokens),
+            "seed": suite.seed,
+        },
+    ).digest
+
+
+def run_suite(
+    engine: Engine,
+    config: Config,
+    suite: SuiteConfig,
+    *,
+    checks: Sequence[str] | None = None,
+    profile: str | None = None,
+    model: ModelConfig | None = None,
+    baseline_store: str | None = None,
+    progress: ProgressSink | None = None,
+    engine_info: EngineInfo | None = None,
+) -> CheckRun:
+    """Run ``checks`` (default: the suite's) in order and collect results and arrays."""
+    profile = profile or config.thresholds.profile
+    ctx = CheckContext(
+        engine=engine,
+        config=config,
+        suite=suite,
+        thresholds=config.thresholds_for(
+            None if model is None else model.name, None if model is None else model.tp, profile
+        ),
+        profile=profile,
+        model=model,
+        baseline_store=baseline_store or config.baselines.store,
+        progress=progress or NullProgress(),
+    )
+    names = tuple(checks or suite.checks)
+    t0 = time.perf_counter()
+    outputs = [run_one(ctx, name) for name in names]
+    wall = time.perf_counter() - t0
+    info = engine_info or EngineInfo(url=engine.url, kind=engine.kind)
+    environment: dict[str, object] = {
+        "suite": suite.name,
+        "profile": profile,
+        "samples": suite.samples,
+        "max_new_tokens": suite.max_new_tokens,
+    }
+    if model is not None:
+        environment.update(model=model.name, tp=model.tp, dtype=model.dtype)
+    result = RunResult.from_checks(
+        (o.result for o in outputs),
+        signature=signature_for(ctx),
+        engine=info,
+        environment=environment,
+        extra={"timing": {"wall_s": wall}},
+    )
+    records = {o.result.name: o.record for o in outputs if o.record is not None}
+    return CheckRun(result=result, records=records)
+
+
+def run_checks(engine: Engine, config: Config, suite: SuiteConfig, **kwargs: object) -> RunResult:
+    """``run_suite`` without the arrays."""
+    return run_suite(engine, config, suite, **kwargs).result  # type: ignore[arg-type]
+
+
+def planned_units(ctx: CheckContext, names: Sequence[str]) -> int:
+    return sum(CHECKS[n].planned_units(ctx) if n in CHECKS else 0 for n in names)
