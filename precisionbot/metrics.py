@@ -10,7 +10,9 @@ Sign convention: ``delta = lp_ref - lp_test`` (SGLang's ``logr = replay - genera
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -103,8 +105,41 @@ def _as_float32_rows(block: npt.NDArray[Any], bf16: bool) -> npt.NDArray[np.floa
     if bf16:
         if block.dtype != np.uint16:
             raise ValueError("kl_from_logits: bf16=True expects the raw bfloat16 bits as a uint16 array")
-        return (block.astype(np.uint32) << 16).view(np.float32)
-    return block.astype(np.float32, copy=False)
+        return np.left_shift(block, 16, dtype=np.uint32).view(np.float32)
+    return block.astype(np.float32)  # always a fresh buffer: the kernel works in place
+
+
+def _kl_rows(xb: npt.NDArray[Any], yb: npt.NDArray[Any], bf16: bool) -> F64:
+    """The kernel of ``kl_from_logits`` for one block of rows (fresh float32 buffers, updated in place)."""
+    x = _as_float32_rows(xb, bf16)
+    d = _as_float32_rows(yb, bf16)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        impossible = np.isneginf(d).any(axis=1)  # refined below: only where p > 0 there
+        np.subtract(x, d, out=d)  # d = x − y
+        x -= np.max(x, axis=1, keepdims=True)
+        e = np.exp(x, out=x)  # unnormalised p
+        s = np.sum(e, axis=1)
+        m = np.einsum("ij,ij->i", e, d) / s
+        bad = ~np.isfinite(m)
+        if bad.any():  # masked logits (−inf) somewhere in these rows: the careful path for them only
+            rows = np.flatnonzero(bad)
+            dd = d[rows]
+            impossible[rows] = ((e[rows] > 0) & (dd == np.inf)).any(axis=1)
+            dd[(e[rows] == 0) | ~np.isfinite(dd)] = 0.0
+            d[rows] = dd
+            m[rows] = np.einsum("ij,ij->i", e[rows], dd) / s[rows]
+        impossible &= bad
+        nu = np.subtract(m[:, None].astype(np.float32), d, out=d)  # −u, u = d − m
+        r = -np.einsum("ij,ij->i", e, nu) / s
+        w = np.expm1(nu)
+        w -= nu  # e^{−u} − 1 + u ≥ 0
+        t = np.einsum("ij,ij->i", e, w) / s
+    r64 = r.astype(np.float64)
+    # r is what float32 rounding left of E_p[u] (exactly 0 in exact arithmetic); keeping it makes the
+    # identity exact for the m actually used.
+    kl = r64 + np.log1p(t.astype(np.float64) - r64)
+    out: F64 = np.where(impossible, np.inf, kl)
+    return out
 
 
 def kl_from_logits(
@@ -112,13 +147,15 @@ def kl_from_logits(
     logits_q: npt.NDArray[Any],
     *,
     bf16: bool = False,
-    chunk_rows: int = 16,
+    chunk_elements: int = 1 << 18,
+    workers: int | None = None,
 ) -> F64:
     """Full-vocabulary KL(softmax(x) ‖ softmax(y)) per row of ``[N, V]`` logits, in nats, shape ``[N]``.
 
-    Works row-chunk by row-chunk in float32, so a ``[N, V]`` input (V up to ~256k; fp16, fp32, or bfloat16
-    passed as its uint16 bits with ``bf16=True``) never gets a full-size log_softmax copy: peak extra memory
-    is a few ``chunk_rows × V`` float32 buffers.
+    Works block by block of rows (about ``chunk_elements`` values, so a block stays in cache) in float32,
+    so a ``[N, V]`` input (V up to ~256k; fp16, fp32, or bfloat16 passed as its uint16 bits with
+    ``bf16=True``) never gets a full-size log_softmax copy: peak extra memory is a few block-sized buffers per
+    worker thread (numpy releases the GIL; ``workers`` defaults to the CPU count).
 
     Written without cancellation: with ``d = x − y``, ``m ≈ E_p[d]``, ``u = d − m`` and ``r = E_p[u]`` (≈ 0),
     ``KL = E_p[d] + log E_p[e^{−d}] = r + log1p(Σ p (e^{−u} − 1 + u) − r)``; every term of the sum is ≥ 0, so
@@ -127,28 +164,21 @@ def kl_from_logits(
     """
     if logits_p.shape != logits_q.shape or logits_p.ndim != 2:
         raise ValueError(f"kl_from_logits: need two [N, V] arrays of one shape; got {logits_p.shape}, {logits_q.shape}")
-    n = logits_p.shape[0]
+    n, v = logits_p.shape
+    step = max(1, chunk_elements // max(v, 1))
+    starts = range(0, n, step)
     out = np.empty(n, dtype=np.float64)
-    for start in range(0, n, chunk_rows):
-        x = _as_float32_rows(logits_p[start : start + chunk_rows], bf16)
-        y = _as_float32_rows(logits_q[start : start + chunk_rows], bf16)
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            e = np.exp(x - np.max(x, axis=1, keepdims=True))
-            p = e / np.sum(e, axis=1, keepdims=True)
-            d = x - y
-            impossible = ((p > 0) & (y == -np.inf)).any(axis=1)  # q = 0 where p > 0: KL = +inf
-            d[(p == 0) | ~np.isfinite(d)] = 0.0  # masked in P: no contribution (and no −inf − −inf = nan)
-            m = np.einsum("ij,ij->i", p, d)
-            u = d - m[:, None]
-            r = np.einsum("ij,ij->i", p, u)
-            w = np.expm1(-u)
-            w += u
-            t = np.einsum("ij,ij->i", p, w)
-        r64 = r.astype(np.float64)
-        # r is what float32 rounding left of E_p[u] (exactly 0 in exact arithmetic); keeping it makes the
-        # identity exact for the m actually used.
-        kl = r64 + np.log1p(t.astype(np.float64) - r64)
-        out[start : start + len(t)] = np.where(impossible, np.inf, kl)
+
+    def run(start: int) -> None:
+        out[start : start + step] = _kl_rows(logits_p[start : start + step], logits_q[start : start + step], bf16)
+
+    threads = min(workers or os.cpu_count() or 1, len(starts))
+    if threads <= 1:
+        for start in starts:
+            run(start)
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            list(pool.map(run, starts))
     return out
 
 
@@ -178,10 +208,14 @@ def topk_rest_kl(
     lq = np.asarray(test_lp_at_ref_ids, dtype=np.float64)
     if lp.shape != lq.shape or lp.ndim != 2:
         raise ValueError(f"topk_rest_kl: need two [N, k] arrays of one shape; got {lp.shape}, {lq.shape}")
-    kept = kl_divergence(lp, lq)
-    p_rest = _rest_logprob(lp, floor)
-    q_rest = _rest_logprob(lq, floor)
-    out: F64 = kept + np.exp(p_rest) * (p_rest - q_rest)
+    p = np.exp(lp)
+    with np.errstate(invalid="ignore"):
+        terms = p * (lp - lq)
+    if not np.isfinite(terms).all():  # a −inf on both sides at p = 0 contributes nothing
+        terms = np.where(p > 0, terms, 0.0)
+    p_rest = np.maximum(1.0 - np.sum(p, axis=1), floor)
+    q_rest = np.maximum(1.0 - np.sum(np.exp(lq), axis=1), floor)
+    out: F64 = np.sum(terms, axis=1) + p_rest * (np.log(p_rest) - np.log(q_rest))
     return out
 
 

@@ -77,11 +77,11 @@ def test_kl_from_logits_matches_float64_reference(dtype: str) -> None:
         ys = (y.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
         xr = (xs.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
         yr = (ys.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-        got = metrics.kl_from_logits(xs, ys, bf16=True, chunk_rows=8)
+        got = metrics.kl_from_logits(xs, ys, bf16=True, chunk_elements=8 * 5000)
     else:
         xs, ys = x.astype(dtype), y.astype(dtype)
         xr, yr = xs.astype(np.float64), ys.astype(np.float64)
-        got = metrics.kl_from_logits(xs, ys, chunk_rows=8)
+        got = metrics.kl_from_logits(xs, ys, chunk_elements=8 * 5000)
     ref = metrics.kl_divergence(special.log_softmax(xr, axis=-1), special.log_softmax(yr, axis=-1))
     assert got == pytest.approx(ref, rel=2e-3, abs=1e-9)
 
