@@ -105,7 +105,8 @@ def _as_float32_rows(block: npt.NDArray[Any], bf16: bool) -> npt.NDArray[np.floa
     if bf16:
         if block.dtype != np.uint16:
             raise ValueError("kl_from_logits: bf16=True expects the raw bfloat16 bits as a uint16 array")
-        return np.left_shift(block, 16, dtype=np.uint32).view(np.float32)
+        bits: npt.NDArray[np.uint32] = np.left_shift(block, 16, dtype=np.uint32)
+        return bits.view(np.float32)
     return block.astype(np.float32)  # always a fresh buffer: the kernel works in place
 
 
@@ -114,7 +115,7 @@ def _kl_rows(xb: npt.NDArray[Any], yb: npt.NDArray[Any], bf16: bool) -> F64:
     x = _as_float32_rows(xb, bf16)
     d = _as_float32_rows(yb, bf16)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        impossible = np.isneginf(d).any(axis=1)  # refined below: only where p > 0 there
+        impossible: npt.NDArray[np.bool_] = np.zeros(d.shape[0], dtype=bool)
         np.subtract(x, d, out=d)  # d = x − y
         x -= np.max(x, axis=1, keepdims=True)
         e = np.exp(x, out=x)  # unnormalised p
