@@ -16,7 +16,10 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
   "$venv/bin/python" -m pip install --quiet --upgrade pip
   # torch's CPU build: this exact version resolves to the CPU wheel on CPU-only machines, while an
   # unpinned torch pulls a multi-GB CUDA build. GPU hosts install their own torch and skip these scripts.
-  "$venv/bin/python" -m pip install --quiet "torch==${PRECISIONBOT_TORCH_VERSION:-2.13.0}"
+  # PRECISIONBOT_TORCH_INDEX_URL points pip at a CPU-only wheel index where the default one serves CUDA builds.
+  torch_index=()
+  if [ -n "${PRECISIONBOT_TORCH_INDEX_URL:-}" ]; then torch_index=(--index-url "$PRECISIONBOT_TORCH_INDEX_URL"); fi
+  "$venv/bin/python" -m pip install --quiet "${torch_index[@]}" "torch==${PRECISIONBOT_TORCH_VERSION:-2.13.0}"
   "$venv/bin/python" -m pip install --quiet -e "$root[$extras]"
   touch "$stamp"
 fi
