@@ -1,0 +1,34 @@
+"""The report: diagnosis (pure), the view model (pure), and rendering to the PR comment, the job summary and JSON.
+
+Public API (others call these)::
+
+    diagnose(checks, *, baseline_stats=None, previous=None) -> tuple[Diagnosis, ...]
+    render_comment(sections, *, max_chars=65_536, links=None, marker=COMMENT_MARKER) -> str
+    render_summary(sections, *, max_bytes=1_000_000, links=None) -> str
+    render_json(sections) -> str
+    ReportSection(label, run, previous=None, baseline_stats=None, records={}), ReportLinks(...)
+    COMMENT_MARKER, comment_marker(suite)
+"""
+
+from __future__ import annotations
+
+from precisionbot.report.diagnosis import diagnose
+from precisionbot.report.render import (
+    COMMENT_MARKER,
+    comment_marker,
+    render_comment,
+    render_json,
+    render_summary,
+)
+from precisionbot.report.view import ReportLinks, ReportSection
+
+__all__ = [
+    "COMMENT_MARKER",
+    "ReportLinks",
+    "ReportSection",
+    "comment_marker",
+    "diagnose",
+    "render_comment",
+    "render_json",
+    "render_summary",
+]

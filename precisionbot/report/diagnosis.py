@@ -1,0 +1,322 @@
+"""What a run's numbers point to (ARCHITECTURE §3.6, seeds 001 and 002): stable codes plus one sentence each.
+
+Pure: data in, :class:`~precisionbot.results.Diagnosis` tuples out; no I/O. The sentences are plain text
+(the report escapes them); token text inside them is made visible (a leading space reads ``·``).
+
+Codes (CONTRACT; more may be added): which helper diverged — ``prefill_restore``, ``decode_state``,
+``arithmetic``; where in the sequence — ``onset_first_token``, ``onset_mid_generation``; which requests —
+``concentrated``, ``global``; noise or bug — ``systematic_flip``, ``excess_flips``, ``noise``; against other
+runs — ``vs_baseline``, ``vs_previous``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from precisionbot.report import evidence
+from precisionbot.report.escape import cap, visible
+from precisionbot.report.fmt import count, sig
+from precisionbot.results import CheckResult, Diagnosis, RunResult, SampleSummary, Verdict
+
+CONSISTENCY = ("match", "prefill_cache_hit", "decode_cache_hit")
+CONCENTRATED_MAX_FRACTION = 0.25
+"""At most this fraction of the samples diverging (and at least one) reads as "a few requests trigger it"."""
+NAMED_SAMPLES = 5
+NOTABLE_RATIO = 2.0
+"""A statistic that moved by this factor (either way) against the baseline or the previous run is mentioned."""
+
+BaselineStats = Mapping[str, Mapping[str, Any]]
+"""Per check name, the baseline run's own ``stats`` for that check."""
+
+
+def diagnose(
+    checks: Sequence[CheckResult],
+    *,
+    baseline_stats: BaselineStats | None = None,
+    previous: RunResult | None = None,
+) -> tuple[Diagnosis, ...]:
+    """The findings for one run, most telling first."""
+    by_name = {c.name: c for c in checks}
+    out: list[Diagnosis] = []
+    primary = _which_helper(by_name, out)
+    if primary is None and _failed(by_name.get("golden")):
+        primary = by_name["golden"]
+    if primary is not None:
+        if primary.name in CONSISTENCY:
+            _onset(primary, out)
+        _spread(primary, out)
+    for c in checks:
+        _flips(c, out)
+    if not any(c.verdict is Verdict.FAIL for c in checks) and any(c.verdict is Verdict.PASS for c in checks):
+        out.append(_noise(checks))
+    if baseline_stats:
+        out.extend(_vs_baseline(checks, baseline_stats))
+    if previous is not None:
+        out.extend(_vs_previous(checks, previous))
+    return tuple(out)
+
+
+def _failed(c: CheckResult | None) -> bool:
+    return c is not None and c.verdict is Verdict.FAIL
+
+
+def _stat(c: CheckResult, key: str) -> float | None:
+    value = c.stats.get(key)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _max_abs_delta(c: CheckResult) -> str:
+    deltas = [abs(w.delta) for w in c.worst if math.isfinite(w.delta)]
+    if not deltas:
+        return ""
+    d = max(deltas)
+    if d > evidence.BUG_DELTA_NATS:
+        return f"; its largest cross-path |Δ| is {sig(d)} nats, far above bf16 noise (~1e-3)"
+    return f"; its largest cross-path |Δ| is {sig(d)} nats"
+
+
+def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis]) -> CheckResult | None:
+    """Seed 002: only one helper diverging localises the bug. Returns the check the rest of the reading uses."""
+    match, prefill, decode = (by_name.get(n) for n in CONSISTENCY)
+    batch = by_name.get("batch_invariance")
+    if _failed(match) and match is not None:
+        out.append(
+            Diagnosis(
+                "arithmetic",
+                "match diverged with no cache involved: a kernel computes a different function for decode and "
+                "prefill shapes (batch variance or a wrong kernel), and every helper inherits it"
+                + _max_abs_delta(match)
+                + ".",
+                "match",
+            )
+        )
+        return match
+    if _failed(batch) and batch is not None:
+        out.append(
+            Diagnosis(
+                "arithmetic",
+                "batch_invariance failed: the same prompt gives different numbers in different batch shapes "
+                "(a reduction that depends on the batch size).",
+                "batch_invariance",
+            )
+        )
+    if _failed(prefill) and prefill is not None:
+        if match is not None and match.verdict is Verdict.PASS:
+            why = "while match is clean: the prefix-cache restore path is wrong, not the arithmetic"
+        else:
+            state = "was not run" if match is None else "is inconclusive"
+            why = f"(match {state}, so the arithmetic is not ruled out): suspect the prefix-cache restore path"
+        also = (
+            " decode_cache_hit diverges too, as its second turn also restores a cached prefix."
+            if _failed(decode)
+            else ""
+        )
+        out.append(
+            Diagnosis(
+                "prefill_restore", f"prefill_cache_hit diverged {why}{_max_abs_delta(prefill)}.{also}", prefill.name
+            )
+        )
+        return prefill
+    if _failed(decode) and decode is not None:
+        clean = (
+            "match and prefill_cache_hit are clean"
+            if (
+                match is not None
+                and match.verdict is Verdict.PASS
+                and prefill is not None
+                and prefill.verdict is Verdict.PASS
+            )
+            else "the other helpers did not diverge"
+        )
+        out.append(
+            Diagnosis(
+                "decode_state",
+                f"only decode_cache_hit diverged ({clean}): state written during decode — KV of generated "
+                "tokens, a sliding-window handoff or a checkpoint — is wrong when a later request reuses it"
+                + _max_abs_delta(decode)
+                + ".",
+                decode.name,
+            )
+        )
+        return decode
+    return batch if _failed(batch) else None
+
+
+def _diverging(c: CheckResult) -> list[SampleSummary]:
+    return [s for s in c.samples if s.onset is not None]
+
+
+def _onset(c: CheckResult, out: list[Diagnosis]) -> None:
+    """Seed 002: from the first generated token = the state was wrong before generation began."""
+    div = _diverging(c)
+    if not div:
+        return
+    first = [s for s in div if s.onset == 0 or s.contiguous_from_first]
+    if 2 * len(first) >= len(div):
+        out.append(
+            Diagnosis(
+                "onset_first_token",
+                f"{c.name}: in {len(first)} of {len(div)} diverging samples the divergence starts at the first "
+                "generated token and stays: the state was already wrong when generation began (a restored "
+                "prefix or prefill state), not something that happened during decode.",
+                c.name,
+            )
+        )
+        return
+    onsets = sorted(s.onset for s in div if s.onset is not None and s.onset > 0)
+    if onsets[0] == onsets[-1]:
+        where = f"at generated token {onsets[0]} in every such sample"
+    else:
+        where = f"median at generated token {onsets[len(onsets) // 2]}, range {onsets[0]}–{onsets[-1]}"
+    out.append(
+        Diagnosis(
+            "onset_mid_generation",
+            f"{c.name}: the divergence starts mid-generation ({where}): something changes during decode — "
+            "a sliding-window handoff, a checkpoint rotation or an eviction.",
+            c.name,
+        )
+    )
+
+
+def _describe(s: SampleSummary) -> str:
+    cached = "" if s.cached_tokens is None else f", {count(s.cached_tokens)} cached"
+    return f"sample {s.sample} (prompt {count(s.prompt_tokens)} tokens{cached}, max k3 {sig(s.max_k3)})"
+
+
+def _spread(c: CheckResult, out: list[Diagnosis]) -> None:
+    """Seed 002: a few requests trigger it (compare them) vs every request is shifted (a shared cause)."""
+    total = len(c.samples)
+    div = sorted(_diverging(c), key=lambda s: -s.max_k3)
+    if total < 2 or not div:
+        return
+    if len(div) == total:
+        out.append(
+            Diagnosis(
+                "global",
+                f"{c.name}: every sample diverges ({total} of {total}): a shift shared by all requests "
+                "(a common state or kernel), not a trigger in a few.",
+                c.name,
+            )
+        )
+    elif len(div) <= max(1, int(CONCENTRATED_MAX_FRACTION * total)):
+        named = ", ".join(_describe(s) for s in div[:NAMED_SAMPLES])
+        more = f" and {len(div) - NAMED_SAMPLES} more" if len(div) > NAMED_SAMPLES else ""
+        out.append(
+            Diagnosis(
+                "concentrated",
+                f"{c.name}: {len(div)} of {total} samples carry the divergence — {named}{more}; the rest match. "
+                "Compare their prompt lengths, cached tokens and page or chunk remainders.",
+                c.name,
+            )
+        )
+
+
+def _flips(c: CheckResult, out: list[Diagnosis]) -> None:
+    """Seed 001: a flip across a gap above 0.4 nats needs a systematic shift; many small-gap flips add up."""
+    systematic = [w for w in c.worst if evidence.read_position(w).systematic_flip]
+    if systematic:
+        w = max(systematic, key=lambda x: x.margin_ref or 0.0)
+        token = visible(cap(w.token_text, 24))
+        extra = f" ({len(systematic)} such flips among the worst positions)" if len(systematic) > 1 else ""
+        out.append(
+            Diagnosis(
+                "systematic_flip",
+                f"{c.name}: the top-1 token flips at sample {w.sample}, position {w.position} (scored token "
+                f"\u201c{token}\u201d) across a top-2 gap of {sig(w.margin_ref)} nats{extra}; bf16 noise (~1e-3) "
+                "cannot do that, only a systematic logit shift can.",
+                c.name,
+            )
+        )
+    observed = c.stats.get("flips")
+    expected = c.stats.get("expected_flips")
+    ev = evidence.flip_evidence(
+        int(observed) if isinstance(observed, (int, float)) else None,
+        float(expected) if isinstance(expected, (int, float)) else None,
+    )
+    if ev is None or ev.observed == 0:
+        return
+    if ev.excess:
+        p = "p < 1e-12" if ev.p_value < 1e-12 else f"p = {sig(ev.p_value)}"
+        out.append(
+            Diagnosis(
+                "excess_flips",
+                f"{c.name}: {count(ev.observed)} top-1 flips where noise explains {sig(ev.expected)} ({p}).",
+                c.name,
+            )
+        )
+    elif not systematic:
+        out.append(
+            Diagnosis(
+                "noise",
+                f"{c.name}: {count(ev.observed)} top-1 flips, about what noise explains "
+                f"({sig(ev.expected)} expected from the margins).",
+                c.name,
+            )
+        )
+
+
+def _noise(checks: Sequence[CheckResult]) -> Diagnosis:
+    passed = [c for c in checks if c.verdict is Verdict.PASS]
+    worst = max(passed, key=lambda c: _stat(c, "max") or 0.0)
+    largest = _stat(worst, "max")
+    where = "" if largest is None else f" (largest per-token k3 {sig(largest)}, in {worst.name})"
+    subject = "The differences" if len(passed) == len(checks) else "Where the checks could judge, the differences"
+    return Diagnosis("noise", f"{subject} are within the noise band{where}.")
+
+
+def _headline_key(c: CheckResult) -> str:
+    return "kl_p99" if c.name == "golden" and "kl_p99" in c.stats else "p99"
+
+
+def _moved(now: float | None, then: float | None) -> float | None:
+    if now is None or then is None or then <= 0.0 or now <= 0.0:
+        return None
+    r = now / then
+    return r if (r >= NOTABLE_RATIO or r <= 1.0 / NOTABLE_RATIO) else None
+
+
+def _vs_baseline(checks: Sequence[CheckResult], baseline_stats: BaselineStats) -> list[Diagnosis]:
+    out = []
+    for c in checks:
+        base = baseline_stats.get(c.name)
+        if base is None or c.verdict is Verdict.INCONCLUSIVE:
+            continue
+        key = _headline_key(c)
+        raw = base.get(key)
+        then = float(raw) if isinstance(raw, (int, float)) else None
+        now = _stat(c, key)
+        r = _moved(now, then)
+        if r is None:
+            continue
+        label = "KL p99" if key == "kl_p99" else "p99 k3"
+        out.append(
+            Diagnosis(
+                "vs_baseline",
+                f"{c.name}: {label} is {sig(r)}× the baseline run's own ({sig(now)} vs {sig(then)}).",
+                c.name,
+            )
+        )
+    return out
+
+
+def _vs_previous(checks: Sequence[CheckResult], previous: RunResult) -> list[Diagnosis]:
+    out = []
+    for c in checks:
+        before = previous.check(c.name)
+        if before is None:
+            continue
+        key = _headline_key(c)
+        now, then = _stat(c, key), _stat(before, key)
+        label = "KL p99" if key == "kl_p99" else "p99 k3"
+        numbers = f"{label} {sig(then)} → {sig(now)}" if now is not None and then is not None else ""
+        if before.verdict is not c.verdict:
+            tail = f" ({numbers})" if numbers else ""
+            text = f"{c.name}: {before.verdict} → {c.verdict} since the previous run{tail}."
+        elif _moved(now, then) is not None:
+            text = f"{c.name}: still {c.verdict}; {numbers} since the previous run."
+        else:
+            continue
+        out.append(Diagnosis("vs_previous", text, c.name))
+    return out

@@ -1,0 +1,110 @@
+"""Noise or bug, per position and per check (seed 001's three readings). Pure: no I/O.
+
+* **Cross-path |Δ|** of one token's logprob between the two paths: bf16 run-to-run noise is ~1e-3 nats and
+  two correct kernels differ by up to ~1e-2, so |Δ| above 0.1 nats is a data difference, not rounding.
+* **Top-2 gap** (the reference's top-1 minus top-2 logprob) at a flip: logprob differences are logit
+  differences, so the gap is the force needed to flip. A flip across a gap above 0.4 nats needs a systematic
+  shift; below 0.3 nats any small perturbation can flip it and the flip alone proves nothing.
+* **Flips against noise**: under Gaussian logit noise σ a position with margin m flips with probability
+  Φ(−m / (√2σ)); summed over the positions that is the number of flips noise explains. Seeing many more
+  (a Poisson tail below 1 %) is evidence of a bug even when each flip sits at a small gap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from precisionbot.results import WorstPosition
+
+NOISE_DELTA_NATS = 1e-2
+"""|Δ| at or below this is within what two correct bf16 kernels differ by (seed 001: up to ~1e-2)."""
+BUG_DELTA_NATS = 0.1
+"""|Δ| above this is two orders of magnitude over bf16 run-to-run noise (~1e-3): a data difference."""
+SYSTEMATIC_GAP_NATS = 0.4
+"""A flip across a top-2 gap above this needs a systematic logit shift (seed 001: 0.455 in the Falcon case)."""
+UNATTRIBUTABLE_GAP_NATS = 0.3
+"""A flip across a top-2 gap below this cannot be attributed: near-ties flip under ordinary noise."""
+EXCESS_FLIPS_P = 0.01
+"""Poisson tail probability below which the observed flips are more than noise explains."""
+
+
+class Reading(str, Enum):
+    """What one position's numbers say."""
+
+    NOISE = "noise"
+    UNCLEAR = "unclear"
+    UNATTRIBUTABLE = "unattributable"
+    BUG = "bug"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class PositionEvidence:
+    reading: Reading
+    why: str
+    """A few words: ``|Δ| 0.51 > 0.1``, ``flip at gap 0.46 > 0.4``, ``flip at gap 0.12 < 0.3``."""
+    systematic_flip: bool
+
+
+def read_position(w: WorstPosition) -> PositionEvidence:
+    """Classify one position by its cross-path |Δ| and, at a flip, the reference's top-2 gap."""
+    delta = abs(w.delta)
+    gap = w.margin_ref
+    if w.flip and gap is not None and gap > SYSTEMATIC_GAP_NATS:
+        return PositionEvidence(Reading.BUG, f"flip at gap {gap:.2g} > {SYSTEMATIC_GAP_NATS:g}", True)
+    if not math.isfinite(delta) or delta > BUG_DELTA_NATS:
+        return PositionEvidence(Reading.BUG, f"|Δ| {delta:.2g} > {BUG_DELTA_NATS:g}", False)
+    if w.flip and gap is not None and gap < UNATTRIBUTABLE_GAP_NATS:
+        return PositionEvidence(Reading.UNATTRIBUTABLE, f"flip at gap {gap:.2g} < {UNATTRIBUTABLE_GAP_NATS:g}", False)
+    if delta <= NOISE_DELTA_NATS and not w.flip:
+        return PositionEvidence(Reading.NOISE, f"|Δ| {delta:.2g} ≤ {NOISE_DELTA_NATS:g}", False)
+    return PositionEvidence(Reading.UNCLEAR, f"|Δ| {delta:.2g} between noise and 0.1", False)
+
+
+def poisson_sf(observed: int, expected: float) -> float:
+    """P(X ≥ observed) for X ~ Poisson(expected): how surprising ``observed`` flips are if noise causes them."""
+    if observed <= 0:
+        return 1.0
+    if expected <= 0.0:
+        return 0.0
+    lam = expected
+    if observed > lam:
+        # Sum the upper tail directly (1 − CDF would cancel to 0 for very surprising counts).
+        log_term = -lam + observed * math.log(lam) - math.lgamma(observed + 1)
+        total, k = 0.0, observed
+        while True:
+            term = math.exp(log_term)
+            total += term
+            k += 1
+            log_term += math.log(lam) - math.log(k)
+            if term < 1e-17 * max(total, 1e-300) or k > observed + 10_000:
+                return min(1.0, total)
+    cdf, log_term = 0.0, -lam
+    for k in range(observed):
+        if k > 0:
+            log_term += math.log(lam) - math.log(k)
+        cdf += math.exp(log_term)
+    return max(0.0, 1.0 - cdf)
+
+
+@dataclass(frozen=True)
+class FlipEvidence:
+    observed: int
+    expected: float
+    p_value: float
+
+    @property
+    def excess(self) -> bool:
+        """More flips than noise explains (Poisson tail below ``EXCESS_FLIPS_P``)."""
+        return self.p_value < EXCESS_FLIPS_P
+
+
+def flip_evidence(observed: int | None, expected: float | None) -> FlipEvidence | None:
+    """Observed flips against the number noise explains, when both are known."""
+    if observed is None or expected is None or not math.isfinite(expected):
+        return None
+    return FlipEvidence(int(observed), float(expected), poisson_sf(int(observed), float(expected)))

@@ -1,0 +1,86 @@
+"""Number formatting for the report: every figure a reader sees is formatted here, and tested.
+
+The one rule that matters: a non-zero error is never shown as ``0``. Fixed-point rounding would print a k3
+of 3.2e-05 as ``0.00`` and make a real divergence read as a clean pass, so small magnitudes switch to
+significant-figure (``%g``) notation. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+
+MINUS = "-"
+
+
+def sig(value: float | None, digits: int = 2) -> str:
+    """``value`` to ``digits`` significant figures: ``3.2e-05``, ``0.012``, ``1.5``, ``2.1e+03``; ``0`` only for 0.
+
+    >>> sig(3.2e-05), sig(0.0123), sig(0.0), sig(None)
+    ('3.2e-05', '0.012', '0', '–')
+    """
+    if value is None:
+        return "–"
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if value == 0.0:
+        return "0"
+    text = f"{value:.{digits}g}"
+    # %g of 1e-320 (subnormal) and friends stays non-zero by construction; assert the rule, cheaply.
+    return text if float(text) != 0.0 else f"{value:.{digits}e}"
+
+
+def signed(value: float | None, digits: int = 2) -> str:
+    """Like :func:`sig` with an explicit ``+`` on positive values (for Δ and changes)."""
+    text = sig(value, digits)
+    if value is not None and not math.isnan(value) and value > 0:
+        return "+" + text
+    return text
+
+
+def logprob(value: float | None) -> str:
+    """A logprob in nats: three significant figures (``-1.04``, ``-0.000123`` → ``-0.000123``)."""
+    return sig(value, 3)
+
+
+def percent(fraction: float | None) -> str:
+    """A fraction as a percentage: ``0.0123`` → ``1.2%``; ``1.2e-06`` → ``0.00012%``; ``0`` → ``0%``."""
+    if fraction is None:
+        return "–"
+    return sig(100.0 * float(fraction), 2) + "%"
+
+
+def count(value: int | float | None) -> str:
+    """An integer count with thousands separators: ``12345`` → ``12,345``."""
+    if value is None:
+        return "–"
+    if isinstance(value, float) and not value.is_integer():
+        return sig(value, 2)
+    return f"{int(value):,}"
+
+
+def ratio(current: float | None, reference: float | None) -> str:
+    """How ``current`` compares with ``reference`` (both ≥ 0, e.g. k3 statistics): ``×12 ↑``, ``≈``, ``new``.
+
+    Ratios, not differences: k3 statistics span orders of magnitude, and "12× the baseline's p99" is what a
+    reader can act on. Within a factor 1.25 either way reads as unchanged.
+    """
+    if current is None or reference is None or math.isnan(current) or math.isnan(reference):
+        return "–"
+    if reference == 0.0:
+        return "= 0" if current == 0.0 else "new (was 0)"
+    if current == 0.0:
+        return "now 0"
+    r = current / reference
+    if 0.8 <= r <= 1.25:
+        return "≈"
+    return f"×{sig(r, 2)} {'↑' if r > 1 else '↓'}"
+
+
+def short_sha(sha: str | None) -> str:
+    """The first 7 characters of a commit id (``–`` when unknown)."""
+    if not sha:
+        return "–"
+    return sha[:7]

@@ -1,0 +1,368 @@
+"""The report's view model: every string a template prints, already formatted and escaped. Pure: no I/O.
+
+Templates (``templates/*.md.j2``) do layout only; they receive a :class:`ReportView` whose leaves are
+``str`` (or tuples of rows of ``str``), so a template cannot mis-round a number or forget to escape a token.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from precisionbot.report import evidence
+from precisionbot.report.buckets import BucketRow, bucket_rows
+from precisionbot.report.diagnosis import BaselineStats, diagnose
+from precisionbot.report.escape import code_block_text, label_text, prose, token_cell
+from precisionbot.report.fmt import count, logprob, percent, ratio, short_sha, sig, signed
+from precisionbot.report.strip import LEGEND, worst_strips
+from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
+
+ICONS = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️"}
+FRAC_KEY = "1e-2"
+"""The ``frac_over`` threshold shown in the table (the default per-token "over" threshold, ``token_k3``)."""
+
+
+@dataclass(frozen=True)
+class ReportLinks:
+    """Where the rest lives (all optional; shown when given)."""
+
+    run_url: str | None = None
+    """The workflow run (its page shows the job summary)."""
+    artifact_url: str | None = None
+    """The uploaded result directories."""
+    summary_url: str | None = None
+    """The job summary, when it has its own address."""
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """One result directory's worth of report: a (model, config) cell of a matrix, or the whole run."""
+
+    label: str
+    run: RunResult
+    previous: RunResult | None = None
+    """The previous run on the same PR, for "since the previous run"."""
+    baseline_stats: BaselineStats | None = None
+    """Per check, the baseline run's own stats; None = ``run.baseline["stats"]`` when it is there."""
+    records: Mapping[str, PositionRecord] = field(default_factory=dict)
+    """Per-position arrays by check name (the result directory's ``.npz`` files), for the heat strips."""
+
+
+@dataclass(frozen=True)
+class Detail:
+    """How much of the optional material to show; the comment steps down these until it fits."""
+
+    worst_rows: int = 8
+    """Worst positions per check."""
+    strips: int = 3
+    """Heat strips (worst samples) per check."""
+    buckets: bool = True
+    diagnosis: bool = True
+    details: bool = True
+    """Anything inside ``<details>`` at all."""
+    strips_passing: bool = False
+    """Heat strips for passing checks too (the job summary), not only for failing ones."""
+
+
+COMMENT_LEVELS = (
+    Detail(),
+    Detail(worst_rows=5, strips=2),
+    Detail(worst_rows=3, strips=0),
+    Detail(worst_rows=0, strips=0, buckets=False, details=False),
+    Detail(worst_rows=0, strips=0, buckets=False, diagnosis=False, details=False),
+)
+SUMMARY_DETAIL = Detail(worst_rows=25, strips=5, strips_passing=True)
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    name: str
+    icon: str
+    verdict: str
+    positions: str
+    mean_k3: str
+    p99: str
+    max: str
+    frac_over: str
+    flips: str
+    vs_baseline: str
+    vs_previous: str
+
+
+@dataclass(frozen=True)
+class WorstRow:
+    check: str
+    sample: str
+    position: str
+    token: str
+    lp_ref: str
+    lp_test: str
+    delta: str
+    k3: str
+    gap: str
+    flip: str
+    reading: str
+
+
+@dataclass(frozen=True)
+class SectionView:
+    label: str
+    icon: str
+    verdict: str
+    headline: str
+    environment: str
+    rows: tuple[CheckRow, ...]
+    reasons: tuple[str, ...]
+    diagnosis: tuple[str, ...]
+    golden_kl: str
+    worst: tuple[WorstRow, ...]
+    worst_omitted: int
+    buckets: tuple[BucketRow, ...]
+    strips: str
+    """A code block's content (already safe inside a fence), or empty."""
+    has_previous: bool
+    has_details: bool
+
+
+@dataclass(frozen=True)
+class ReportView:
+    marker: str
+    icon: str
+    verdict: str
+    overview: str
+    sections: tuple[SectionView, ...]
+    links: tuple[tuple[str, str], ...]
+    """``(text, url)`` pairs."""
+    note: str
+    """Why something was left out and where to find it, or empty."""
+    frac_label: str
+
+
+def _stat(stats: Mapping[str, Any], key: str) -> float | None:
+    v = stats.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _headline_key(c: CheckResult) -> str:
+    return "kl_p99" if c.name == "golden" and "kl_p99" in c.stats else "p99"
+
+
+def baseline_stats_of(section: ReportSection) -> BaselineStats | None:
+    if section.baseline_stats is not None:
+        return section.baseline_stats
+    stats = (section.run.baseline or {}).get("stats")
+    if isinstance(stats, Mapping) and all(isinstance(v, Mapping) for v in stats.values()):
+        return stats
+    return None
+
+
+def _check_row(c: CheckResult, base: BaselineStats | None, previous: RunResult | None) -> CheckRow:
+    s = c.stats
+    positions = count(_stat(s, "positions")) if "positions" in s else "–"
+    if c.cache is not None:
+        positions += f" · {c.cache.kept}/{c.cache.total} cache hits"
+    frac = s.get("frac_over")
+    frac_cell = percent(_stat(frac, FRAC_KEY)) if isinstance(frac, Mapping) and FRAC_KEY in frac else "–"
+    flips = "–"
+    if "flips" in s:
+        flips = count(_stat(s, "flips"))
+        if "confident_flips" in s:
+            flips += f" ({count(_stat(s, 'confident_flips'))} confident)"
+    key = _headline_key(c)
+    vs_base = "–"
+    if base is not None and c.name in base and c.verdict is not Verdict.INCONCLUSIVE:
+        vs_base = ratio(_stat(s, key), _stat(base[c.name], key))
+    vs_prev = "–"
+    before = previous.check(c.name) if previous is not None else None
+    if before is not None:
+        vs_prev = (
+            f"{before.verdict} → {c.verdict}"
+            if before.verdict is not c.verdict
+            else ratio(_stat(s, key), _stat(before.stats, key))
+        )
+    return CheckRow(
+        name=label_text(c.name),
+        icon=ICONS[c.verdict],
+        verdict=str(c.verdict),
+        positions=positions,
+        mean_k3=sig(_stat(s, "mean_k3")),
+        p99=sig(_stat(s, "p99")),
+        max=sig(_stat(s, "max")),
+        frac_over=frac_cell,
+        flips=flips,
+        vs_baseline=vs_base,
+        vs_previous=vs_prev,
+    )
+
+
+def _worst_rows(checks: Sequence[CheckResult], limit: int) -> tuple[tuple[WorstRow, ...], int]:
+    rows: list[WorstRow] = []
+    omitted = 0
+    ordered = sorted(checks, key=lambda c: c.verdict is not Verdict.FAIL)
+    for c in ordered:
+        worst = sorted(c.worst, key=lambda w: -w.k3 if math.isfinite(w.k3) else -math.inf)
+        omitted += max(0, len(worst) - limit)
+        for w in worst[:limit]:
+            ev = evidence.read_position(w)
+            rows.append(
+                WorstRow(
+                    check=label_text(c.name),
+                    sample=str(w.sample),
+                    position=count(w.position),
+                    token=token_cell(w.token_text),
+                    lp_ref=logprob(w.lp_ref),
+                    lp_test=logprob(w.lp_test),
+                    delta=signed(w.delta),
+                    k3=sig(w.k3),
+                    gap=sig(w.margin_ref),
+                    flip="–" if w.flip is None else ("yes" if w.flip else "no"),
+                    reading=prose(f"{ev.reading} ({ev.why})"),
+                )
+            )
+    return tuple(rows), omitted
+
+
+def _environment(run: RunResult) -> str:
+    env = run.environment
+    parts = []
+    for key, name in (("model", "model"), ("tp", "tp"), ("gpu", "GPU"), ("dtype", "dtype")):
+        if env.get(key) not in (None, ""):
+            parts.append(f"{name} {label_text(str(env[key]))}")
+    engine = f"engine {label_text(run.engine.kind)} {label_text(short_sha(run.engine.commit))}"
+    parts.append(engine)
+    b = run.baseline
+    if b is None:
+        parts.append("no baseline")
+    else:
+        sha = b.get("engine_commit") or b.get("commit")
+        when = b.get("date") or b.get("created") or b.get("recorded_at")
+        text = f"baseline {label_text(short_sha(str(sha) if sha else None))}"
+        if when:
+            text += f" from {label_text(str(when)[:10])}"
+        parts.append(text)
+    return " · ".join(parts)
+
+
+def _headline(run: RunResult) -> str:
+    by = {v: [c.name for c in run.checks if c.verdict is v] for v in Verdict}
+    if run.verdict is Verdict.FAIL:
+        text = f"{', '.join(by[Verdict.FAIL])} diverged"
+        if by[Verdict.PASS]:
+            text += f"; {', '.join(by[Verdict.PASS])} clean"
+    elif run.verdict is Verdict.INCONCLUSIVE:
+        text = f"could not judge {', '.join(by[Verdict.INCONCLUSIVE])}" if by[Verdict.INCONCLUSIVE] else "no checks ran"
+    else:
+        text = f"{len(run.checks)} check{'s' if len(run.checks) != 1 else ''} within thresholds"
+    return prose(text)
+
+
+def _golden_kl(run: RunResult) -> str:
+    g = run.check("golden")
+    if g is None or "kl_p99" not in g.stats:
+        return ""
+    s = g.stats
+    return prose(
+        f"golden KL over the baseline's top-k + rest: p50 {sig(_stat(s, 'kl_p50'))}, "
+        f"p99 {sig(_stat(s, 'kl_p99'))}, max {sig(_stat(s, 'kl_max'))} nats"
+    )
+
+
+def section_view(section: ReportSection, detail: Detail) -> SectionView:
+    run = section.run
+    base = baseline_stats_of(section)
+    diag = diagnose(run.checks, baseline_stats=base, previous=section.previous) if run.checks else run.diagnosis
+    worst, omitted = _worst_rows(run.checks, detail.worst_rows) if detail.details else ((), 0)
+    buckets = tuple(r for c in run.checks for r in bucket_rows(c)) if detail.buckets and detail.details else ()
+    strips = _strips(section, detail) if detail.details else ""
+    reasons = tuple(
+        f"**{label_text(c.name)}** {c.verdict}: {prose(r)}"
+        for c in run.checks
+        if c.verdict is not Verdict.PASS
+        for r in c.reasons
+    )
+    return SectionView(
+        label=label_text(section.label),
+        icon=ICONS[run.verdict],
+        verdict=str(run.verdict).upper(),
+        headline=_headline(run),
+        environment=_environment(run),
+        rows=tuple(_check_row(c, base, section.previous) for c in run.checks),
+        reasons=reasons,
+        diagnosis=tuple(prose(d.text) for d in diag) if detail.diagnosis else (),
+        golden_kl=_golden_kl(run) if detail.details else "",
+        worst=worst,
+        worst_omitted=omitted,
+        buckets=buckets,
+        strips=strips,
+        has_previous=section.previous is not None,
+        has_details=bool(worst or buckets or strips),
+    )
+
+
+def _strips(section: ReportSection, detail: Detail) -> str:
+    if detail.strips <= 0:
+        return ""
+    lines = []
+    shown = (Verdict.FAIL, Verdict.PASS) if detail.strips_passing else (Verdict.FAIL,)
+    for c in sorted(section.run.checks, key=lambda c: c.verdict is not Verdict.FAIL):
+        record = section.records.get(c.name)
+        if record is None or c.verdict not in shown:
+            continue
+        for s in worst_strips(c.name, record, samples=detail.strips):
+            lines.append(
+                f"{s.check:<18} sample {s.sample:<4} {s.bars}  max {s.max_k3}, onset {s.onset}"
+                f" ({s.positions} positions, {s.per_bar}/bar)"
+            )
+    if not lines:
+        return ""
+    return code_block_text("\n".join([f"k3 per position, worst samples first · {LEGEND}", *lines]))
+
+
+def safe_url(url: str | None) -> str | None:
+    """``url`` fit for a Markdown link target: http(s) only; spaces, parentheses and angle brackets encoded."""
+    if not url or not url.startswith(("https://", "http://")):
+        return None
+    for ch, code in ((" ", "%20"), ("(", "%28"), (")", "%29"), ("<", "%3C"), (">", "%3E"), ("\n", "")):
+        url = url.replace(ch, code)
+    return url
+
+
+def report_view(
+    sections: Sequence[ReportSection],
+    *,
+    marker: str,
+    detail: Detail,
+    links: ReportLinks | None = None,
+    note: str = "",
+    everything: Sequence[ReportSection] | None = None,
+) -> ReportView:
+    """The view of ``sections``; ``everything`` (default: the same) is what the verdict and the tally count,
+    when a size limit leaves some sections out."""
+    total = sections if everything is None else everything
+    verdict = Verdict.combine(s.run.verdict for s in total)
+    overview = ""
+    if len(total) > 1:
+        tally = {v: sum(s.run.verdict is v for s in total) for v in Verdict}
+        overview = f"{len(total)} configurations: " + ", ".join(f"{n} {v}" for v, n in tally.items() if n)
+    link_list = []
+    if links is not None:
+        for text, url in (
+            ("workflow run", links.run_url),
+            ("job summary", links.summary_url),
+            ("artifacts (result.json + arrays)", links.artifact_url),
+        ):
+            safe = safe_url(url)
+            if safe:
+                link_list.append((text, safe))
+    return ReportView(
+        marker=marker,
+        icon=ICONS[verdict],
+        verdict=str(verdict).upper(),
+        overview=overview,
+        sections=tuple(section_view(s, detail) for s in sections),
+        links=tuple(link_list),
+        note=note,
+        frac_label=f"&gt; {FRAC_KEY}",
+    )
