@@ -12,8 +12,6 @@ ALLOWED_HTML = re.compile(
     r"^(<!-- precisionbot:comment( suite=[A-Za-z0-9_.-]+)? -->\s*|</?sub>|<details( open)?>|</details>"
     r"|<summary>[A-Za-z ,.-]*</summary>|\s)+$"
 )
-    r"^(<!-- precisionbot:comment( suite=[A-Za-z0-9_.-]+)? -->\s*|</?sub>|<details( open)?>|</details>|<summary>[A-Za-z ,.-]*</summary>|\s)+$"
-)
 """The only raw HTML the report writes itself: the marker, <sub>, <details>, <summary>."""
 
 
