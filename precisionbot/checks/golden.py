@@ -1,0 +1,234 @@
+"""The ``golden`` check: the engine's teacher-forced top-k against a stored baseline of the same signature,
+and ``record_golden``, which stores a baseline (``precisionbot baseline record``).
+
+No baseline for the signature is INCONCLUSIVE (naming the signature, which parts differ from the newest other
+baseline, and the command that records one), never a comparison of unlike things. Several producers of a
+baseline (``--producer NAME``: a rerun, another backend) give the noise band the candidate is judged by.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from precisionbot.baselines import (
+    RunMeta,
+    Signature,
+    Store,
+    band_runs,
+    describe_mismatch,
+    load_arrays,
+    nearest_other_signature,
+    new_run_id,
+    now_utc,
+    open_store,
+    select_baseline,
+    write_run,
+)
+from precisionbot.baselines.compare import LayoutMismatch, compare_records, depth_bucket_edges
+from precisionbot.baselines.golden_record import GoldenRecord
+from precisionbot.baselines.judge import golden_stats, judge_golden, worst_positions
+from precisionbot.baselines.produce import (
+    choose_documents,
+    corpus_hash,
+    golden_signature,
+    plan_from_corpus,
+    plan_from_record,
+    produce,
+)
+from precisionbot.checks.compare import CheckOutput
+from precisionbot.checks.context import CheckContext
+from precisionbot.config import GoldenOptions, GoldenThresholds
+from precisionbot.corpus import Document
+from precisionbot.engines.base import Engine
+from precisionbot.errors import StoreError
+from precisionbot.noise import NoiseBand, noise_band
+from precisionbot.results import CheckResult, PositionRecord, Verdict
+
+NAME = "golden"
+ARRAYS = "golden"
+DOCS_PER_KIND = 2
+"""Documents per kind (prose, code) in the golden corpus: each is scored at every position up to the deepest
+configured depth, and again through ``decode_steps`` decode steps."""
+
+
+@dataclass(frozen=True)
+class GoldenTarget:
+    """What a golden run is about: the engine, its model name in the store, and the signature inputs."""
+
+    engine: Engine
+    model: str
+    documents: tuple[Document, ...]
+    options: GoldenOptions
+    engine_args: str | None = None
+    revision: str | None = None
+
+    def chosen(self) -> list[Document]:
+        return choose_documents(self.documents, DOCS_PER_KIND, max(self.options.context_depths))
+
+    def signature(self) -> Signature:
+        return golden_signature(
+            self.engine.server_info(),
+            model=self.model,
+            corpus=corpus_hash(self.chosen()),
+            options=self.options,
+            docs_per_kind=DOCS_PER_KIND,
+            engine_args=self.engine_args,
+            revision=self.revision,
+        )
+
+
+def record_golden(
+    target: GoldenTarget,
+    store: Store,
+    *,
+    label: str = "baseline_established",
+    producer: str = "default",
+    engine_commit: str | None = None,
+) -> RunMeta:
+    """Run the golden corpus and store it as a new run record (never overwrites anything)."""
+    signature = target.signature()
+    record = produce(target.engine, plan_from_corpus(target.engine, target.chosen(), target.options))
+    margins = record.top_lp[:, 0].astype(np.float64) - record.top_lp[:, 1]
+    when = now_utc()
+    meta = RunMeta(
+        run_id=new_run_id(when, producer),
+        model=target.model,
+        signature=signature.digest,
+        signature_parts=signature.parts,
+        created=when.isoformat(),
+        label=label,
+        producer=producer,
+        engine_commit=engine_commit,
+        stats={
+            "positions": len(record),
+            "samples": len(record.samples),
+            "top_k": record.top_k,
+            "margin_p50": float(np.median(margins)),
+            "frac_margin_under_0.5": float(np.mean(margins < 0.5)),
+        },
+        extra={
+            "golden": {"samples": [s.to_dict() for s in record.samples], "decode_steps": target.options.decode_steps}
+        },
+    )
+    return write_run(store, meta, {ARRAYS: record.to_arrays()})
+
+
+def load_golden(store: Store, meta: RunMeta) -> GoldenRecord:
+    golden = meta.extra.get("golden")
+    if not isinstance(golden, dict) or "samples" not in golden:
+        raise StoreError(f"run {meta.run_id} in {store.uri} is not a golden run (its meta.json has no golden layout)")
+    return GoldenRecord.from_arrays(golden["samples"], load_arrays(store, meta, ARRAYS))
+
+
+def band_of(records: Sequence[GoldenRecord]) -> NoiseBand | None:
+    """The noise band from every pair of known-good producers (None with fewer than two)."""
+    pairs = [compare_records(a, b).pair() for a, b in itertools.combinations(records, 2)]
+    return noise_band(pairs) if pairs else None
+
+
+def _no_baseline(target: GoldenTarget, store: Store, signature: Signature) -> CheckOutput:
+    how = (
+        f"record one with `precisionbot baseline record --engine-url {target.engine.url} --store {store.uri}` "
+        "(or `/precision baseline` on the default branch)"
+    )
+    reason = f"no golden baseline for model {target.model!r} with signature {signature.digest} in {store.uri}; {how}"
+    other = nearest_other_signature(store, target.model, signature.digest)
+    reasons = [reason]
+    if other is not None:
+        diff = describe_mismatch(signature.parts, other.signature_parts) or ["(parts equal: a format change)"]
+        reasons.append(
+            f"the newest baseline of {target.model!r} ({other.run_id}) has signature {other.signature}; "
+            f"differs in {'; '.join(diff)}"
+        )
+    stats: dict[str, Any] = {"signature_parts": dict(signature.parts)}
+    result = CheckResult(
+        name=NAME,
+        verdict=Verdict.INCONCLUSIVE,
+        reasons=tuple(reasons),
+        stats=stats,
+        extra={"signature": signature.digest},
+    )
+    return CheckOutput(result)
+
+
+def compare_golden(target: GoldenTarget, store: Store, thresholds: GoldenThresholds) -> CheckOutput:
+    """Run the candidate on the baseline's exact prompts and judge it against the baseline and its band."""
+    signature = target.signature()
+    baseline = select_baseline(store, target.model, signature.digest)
+    if baseline is None:
+        return _no_baseline(target, store, signature)
+    producers = band_runs(store, baseline)
+    records = [load_golden(store, m) for m in producers]
+    ref = records[0]
+    try:
+        band = band_of(records)
+        candidate = produce(target.engine, plan_from_record(ref, target.options.decode_steps))
+        comparison = compare_records(ref, candidate)
+    except LayoutMismatch as exc:
+        return CheckOutput(
+            CheckResult.inconclusive(
+                NAME, f"the baseline {baseline.run_id} does not line up with this run ({exc}); re-record it"
+            )
+        )
+    stats = golden_stats(
+        comparison,
+        depth_edges=depth_bucket_edges(target.options.context_depths),
+        kinds=[s.kind for s in ref.samples],
+        band=band,
+    )
+    verdict, reasons = judge_golden(comparison, stats, band, thresholds)
+    stats["producers"] = [m.producer for m in producers]
+    info = {
+        "run_id": baseline.run_id,
+        "engine_commit": baseline.engine_commit,
+        "created": baseline.created,
+        "producer": baseline.producer,
+        "signature": baseline.signature,
+        "label": baseline.label,
+    }
+    result = CheckResult(
+        name=NAME,
+        verdict=verdict,
+        reasons=tuple(reasons),
+        stats=stats,
+        worst=worst_positions(comparison),
+        extra={"baseline": info, "signature": signature.digest},
+    )
+    record = PositionRecord(
+        sample=comparison.sample,
+        position=comparison.position,
+        token_id=comparison.token_id,
+        lp_ref=comparison.lp_ref,
+        lp_test=comparison.lp_test,
+        top_ids_ref=comparison.top_ids_ref,
+        top_lp_ref=comparison.top_lp_ref,
+        top_ids_test=comparison.top_ids_test,
+        top_lp_test=comparison.top_lp_test,
+    )
+    return CheckOutput(result, record)
+
+
+def target_from_context(ctx: CheckContext) -> GoldenTarget:
+    model = ctx.model
+    name = model.name if model is not None else (ctx.engine.server_info().model_path or ctx.engine.kind)
+    args = None if model is None else f"{ctx.config.engine.args} {model.args}".strip()
+    return GoldenTarget(
+        engine=ctx.engine,
+        model=name,
+        documents=tuple(ctx.documents()),
+        options=ctx.suite.golden,
+        engine_args=args,
+        revision=None if model is None else model.revision,
+    )
+
+
+def check_golden(ctx: CheckContext) -> CheckOutput:
+    """The registry entry: the store from ``--baseline-store`` or the config's ``baselines.store``."""
+    ctx.progress.phase(NAME)
+    store = open_store(ctx.baseline_store or ctx.config.baselines.store)
+    return compare_golden(target_from_context(ctx), store, ctx.thresholds.golden)
