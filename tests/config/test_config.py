@@ -145,8 +145,14 @@ def test_yaml_number_quirks(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(8, (8, 8)), ("8", (8, 8)), ("16..32", (16, 32)), ("16-32", (16, 32)), ([1, 2], (1, 2)),
-     ({"min": 3, "max": 4}, (3, 4))],
+    [
+        (8, (8, 8)),
+        ("8", (8, 8)),
+        ("16..32", (16, 32)),
+        ("16-32", (16, 32)),
+        ([1, 2], (1, 2)),
+        ({"min": 3, "max": 4}, (3, 4)),
+    ],
 )
 def test_int_range(value: Any, expected: tuple[int, int]) -> None:
     assert parse_int_range(value) == expected
