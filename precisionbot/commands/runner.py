@@ -34,15 +34,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--security-group", action="append", default=None, help="security group id (repeatable)")
     p.add_argument("--instance-profile", help="instance profile name or ARN (read-only baseline access)")
     p.add_argument("--ttl-minutes", type=int, help="hard TTL: the instance powers off after this long")
-    p.add_argument(
-        "--label", help="runner name and label (default: a unique precisionbot-<run-id>-... label)"
-    )
+    p.add_argument("--label", help="runner name and label (default: a unique precisionbot-<run-id>-... label)")
     p.add_argument("--wait-timeout", type=float, help="seconds to wait for the runner to come online")
     p.add_argument("--run-id", help="tag that `runner terminate --run-id` finds (default: $GITHUB_RUN_ID)")
     p.add_argument("--pr", help="PR number for the precisionbot:pr tag")
-    p.add_argument(
-        "--spot", action=argparse.BooleanOptionalAction, default=None, help="one-time spot instance"
-    )
+    p.add_argument("--spot", action=argparse.BooleanOptionalAction, default=None, help="one-time spot instance")
     p.add_argument("--root-volume-gb", type=int, help="root EBS volume size in GiB")
     p.add_argument("--runner-group-id", type=int, help="runner group id (1 = Default)")
     p.add_argument("--runner-version", help="actions/runner version to download if the AMI has none")
@@ -55,21 +51,15 @@ def register(subparsers: Any) -> None:
     t = sub.add_parser("terminate", help="end one runner by instance id or by its run-id tag (idempotent)")
     which = t.add_mutually_exclusive_group(required=True)
     which.add_argument("--instance-id", help="the instance-id output of `runner launch`")
-    which.add_argument(
-        "--run-id", help="every runner tagged with this run id (works after a cancelled launch)"
-    )
+    which.add_argument("--run-id", help="every runner tagged with this run id (works after a cancelled launch)")
     t.add_argument("--region", help="AWS region (default: boto3's chain)")
     t.set_defaults(handler=_terminate)
 
     r = sub.add_parser("reap", help="end every tagged runner past its expiry; delete stale offline runners")
     r.add_argument("--region", help="AWS region (default: boto3's chain)")
     r.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
-    r.add_argument(
-        "--repo", action="append", help="repo whose stale runners to delete (default: $GITHUB_REPOSITORY)"
-    )
-    r.add_argument(
-        "--grace-minutes", type=float, default=30.0, help="leave offline runners younger than this"
-    )
+    r.add_argument("--repo", action="append", help="repo whose stale runners to delete (default: $GITHUB_REPOSITORY)")
+    r.add_argument("--grace-minutes", type=float, default=30.0, help="leave offline runners younger than this")
     r.set_defaults(handler=_reap)
 
 
@@ -129,9 +119,7 @@ def _launch(args: argparse.Namespace) -> int:
         raise ConfigError("runner launch needs --repo OWNER/NAME (or GITHUB_REPOSITORY)")
     ami = args.ami or rc.ami
     if not ami:
-        raise ConfigError(
-            "runner launch needs --ami (or runner.ami in the config): an AMI with the GPU driver"
-        )
+        raise ConfigError("runner launch needs --ami (or runner.ami in the config): an AMI with the GPU driver")
     gh = _github_env()
     if gh.token is None:
         raise ConfigError(
@@ -139,9 +127,7 @@ def _launch(args: argparse.Namespace) -> int:
             "(a GitHub App or fine-grained PAT; GITHUB_TOKEN cannot create just-in-time runners)"
         )
     clock = SYSTEM_CLOCK
-    run_id = validate_run_id(
-        args.run_id or os.environ.get("GITHUB_RUN_ID") or f"local{int(clock.monotonic())}"
-    )
+    run_id = validate_run_id(args.run_id or os.environ.get("GITHUB_RUN_ID") or f"local{int(clock.monotonic())}")
     label = validate_label(args.label) if args.label else new_label(run_id, clock.now())
     ttl = args.ttl_minutes if args.ttl_minutes is not None else rc.ttl_minutes
     runner_kwargs: dict[str, Any] = {}
@@ -203,13 +189,14 @@ def _emit(values: dict[str, str], writer: Any = None) -> None:
 def _terminate(args: argparse.Namespace) -> int:
     from precisionbot.runners.cloud import Ec2Cloud
     from precisionbot.runners.lifecycle import terminate
-    from precisionbot.runners.model import validate_run_id
+    from precisionbot.runners.model import validate_instance_id, validate_run_id
 
     run_id = validate_run_id(args.run_id) if args.run_id else None
+    instance_id = validate_instance_id(args.instance_id) if args.instance_id else None
     done = terminate(
         cloud=Ec2Cloud.from_env(args.region),
         registry=_registry(_github_env()),
-        instance_id=args.instance_id,
+        instance_id=instance_id,
         run_id=run_id,
         log=_log,
     )

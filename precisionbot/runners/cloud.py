@@ -165,9 +165,7 @@ def _aws(action: str, *, gone_ok: bool = False) -> Iterator[None]:
         raise CloudError(f"cannot {action}: no AWS region (pass --region or set AWS_DEFAULT_REGION)") from exc
     except BotoCoreError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CloudError(
-            f"cannot {action}: {first} (check AWS_ENDPOINT_URL, the region and network)"
-        ) from exc
+        raise CloudError(f"cannot {action}: {first} (check AWS_ENDPOINT_URL, the region and network)") from exc
 
 
 _HINTS = {

@@ -108,9 +108,7 @@ def launch(
         raise
     log(f"started {instance.instance_type} instance {started.id} (expires {tags[TAG_EXPIRES_AT]})")
     try:
-        _wait_online(
-            started.id, runner, jit.runner.id, cloud, registry, clock, wait_timeout_s, poll_interval_s
-        )
+        _wait_online(started.id, runner, jit.runner.id, cloud, registry, clock, wait_timeout_s, poll_interval_s)
     except BaseException as exc:
         cleanup = _cleanup_after_failed_launch(started.id, runner.repo, jit.runner, cloud, registry, log)
         if isinstance(exc, PrecisionbotError):

@@ -28,6 +28,7 @@ LIVE_STATES = ("pending", "running", "stopping", "stopped")
 
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,40}$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8,17}$")
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,15 @@ def validate_label(label: str) -> str:
     if not _LABEL_RE.match(label):
         raise ConfigError(f"--label {label!r} must be 1-64 characters of letters, digits, '.', '_' or '-'")
     return label
+
+
+def validate_instance_id(instance_id: str) -> str:
+    if not _INSTANCE_ID_RE.match(instance_id):
+        raise ConfigError(
+            f"--instance-id {instance_id!r} is not an EC2 instance id (like i-0123456789abcdef0): pass the "
+            "instance-id output of `runner launch`, or use --run-id"
+        )
+    return instance_id
 
 
 def new_label(run_id: str, created_at: datetime, token: str | None = None) -> str:

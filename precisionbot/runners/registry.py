@@ -110,9 +110,7 @@ class GitHubRunnerRegistry:
 
 
 def _runner(raw: Any) -> Runner:
-    labels = tuple(
-        str(item["name"]) if isinstance(item, dict) else str(item) for item in raw.get("labels", [])
-    )
+    labels = tuple(str(item["name"]) if isinstance(item, dict) else str(item) for item in raw.get("labels", []))
     return Runner(
         id=int(raw["id"]),
         name=str(raw.get("name", "")),

@@ -1,0 +1,129 @@
+"""The boot script: rendered content, and its behaviour when run by bash with the system commands stubbed."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import stat
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from precisionbot.errors import ConfigError
+from precisionbot.runners.userdata import render_user_data
+from tests.runners.conftest import runner_spec
+
+JIT = "eyJydW5uZXJfaWQiOjEwMDF9"
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text(f"#!/bin/bash\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def _run(tmp_path: Path, script: str, tarball: Path | None = None) -> list[str]:
+    """Run the script with shutdown/sudo/curl/... replaced by stubs that append what they were asked to do
+    to a log, so the test sees the order of events without touching the machine."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    log = tmp_path / "events.log"
+    _stub(bin_dir, "shutdown", 'echo "shutdown $*" >> "$EVENTS"')
+    _stub(bin_dir, "sudo", 'echo "sudo $1 $2" >> "$EVENTS"; shift 3; exec "$@"')
+    _stub(bin_dir, "tee", "cat > /dev/null")
+    _stub(bin_dir, "id", "exit 0")
+    _stub(bin_dir, "chown", "exit 0")
+    _stub(bin_dir, "useradd", 'echo "useradd $*" >> "$EVENTS"')
+    _stub(
+        bin_dir,
+        "curl",
+        'echo "curl ${@: -1}" >> "$EVENTS"; while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done; '
+        f'cp {tarball or "/nonexistent"} "$out"',
+    )
+    path = tmp_path / "user-data.sh"
+    path.write_text(script)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "EVENTS": str(log), "HOME": str(tmp_path)}
+    subprocess.run(["bash", str(path)], env=env, cwd=tmp_path, timeout=30, check=False, capture_output=True)
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def _runner_tarball(tmp_path: Path) -> Path:
+    """A stand-in for actions-runner-linux-x64-*.tar.gz whose run.sh logs its arguments."""
+    out = tmp_path / "runner.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        for name, body in (
+            ("run.sh", '#!/bin/bash\necho "run.sh $*" >> "$EVENTS"\n'),
+            ("bin/installdependencies.sh", "#!/bin/bash\nexit 0\n"),
+        ):
+            data = body.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return out
+
+
+def test_rendered_script_has_the_watchdog_first_and_no_credentials() -> None:
+    script = render_user_data(runner_spec(ttl_minutes=45), JIT)
+    assert script.startswith("#!/bin/bash\n")
+    lines = [line for line in script.splitlines() if line and not line.startswith("#")]
+    commands = [line for line in lines if not line.startswith(("set ", "exec "))]
+    assert commands[0].startswith("shutdown -h +45 ")
+    assert f"./run.sh --jitconfig {JIT}" in script
+    assert "runner_sha256" not in script and "sha256sum" not in script  # no checksum line when none given
+    for secret in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GITHUB_TOKEN", "ghp_"):
+        assert secret not in script
+
+
+def test_values_are_shell_quoted() -> None:
+    script = render_user_data(runner_spec(runner_dir="/opt/my runner;rm -rf /"), JIT)
+    assert "RUNNER_DIR='/opt/my runner;rm -rf /'" in script
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"runner_version": "latest"}, "runner version"),
+        ({"runner_sha256": "abc"}, "sha256"),
+        ({"ttl_minutes": 0}, "ttl-minutes"),
+    ],
+)
+def test_bad_settings_are_config_errors(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        render_user_data(runner_spec(**overrides), JIT)
+
+
+def test_preinstalled_runner_runs_once_between_the_watchdog_and_power_off(tmp_path: Path) -> None:
+    runner_dir = tmp_path / "actions-runner"
+    runner_dir.mkdir()
+    with tarfile.open(_runner_tarball(tmp_path)) as tar:
+        tar.extractall(runner_dir, filter="data")
+    script = render_user_data(runner_spec(ttl_minutes=30, runner_dir=str(runner_dir)), JIT)
+    events = _run(tmp_path, script)
+    assert events[0].startswith("shutdown -h +30 ")
+    assert events[1:] == ["sudo -u ubuntu", f"run.sh --jitconfig {JIT}", "shutdown -h now"]
+
+
+def test_downloads_the_pinned_runner_and_verifies_its_checksum(tmp_path: Path) -> None:
+    tarball = _runner_tarball(tmp_path)
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    runner_dir = tmp_path / "fresh"
+    spec = runner_spec(runner_dir=str(runner_dir), runner_version="2.400.1", runner_sha256=digest)
+    events = _run(tmp_path, render_user_data(spec, JIT), tarball)
+    assert events[1].startswith("curl https://github.com/actions/runner/releases/download/v2.400.1/")
+    assert events[1].endswith("-2.400.1.tar.gz")
+    assert events[-2:] == [f"run.sh --jitconfig {JIT}", "shutdown -h now"]
+
+
+def test_a_bad_checksum_never_starts_the_runner_but_still_powers_off(tmp_path: Path) -> None:
+    tarball = _runner_tarball(tmp_path)
+    spec = runner_spec(runner_dir=str(tmp_path / "fresh"), runner_sha256="0" * 64)
+    events = _run(tmp_path, render_user_data(spec, JIT), tarball)
+    assert not any(e.startswith("run.sh") for e in events)
+    assert events[0].startswith("shutdown -h +") and events[-1] == "shutdown -h now"
