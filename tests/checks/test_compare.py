@@ -52,7 +52,7 @@ def test_mean_k3_parity_with_sglang_formula() -> None:
     out = compare("match", samples, DEFAULT)
     assert out.result.stats["mean_k3"] == pytest.approx(sglang_reference_mean(replay, gen), rel=1e-12)
     assert out.record is not None
-    assert np.allclose(out.record.delta, np.concatenate([np.subtract(r, g) for r, g in zip(replay, gen)]))
+    assert np.allclose(out.record.delta, np.concatenate([np.subtract(r, g) for r, g in zip(replay, gen, strict=True)]))
 
 
 def test_identical_paths_pass_even_deterministic() -> None:

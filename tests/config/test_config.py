@@ -119,7 +119,7 @@ def test_every_type_error_says_how_to_fix() -> None:
 
 
 def test_load_config_file_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read config file .*missing.yml"):
+    with pytest.raises(ConfigError, match=r"cannot read config file .*missing\.yml"):
         load_config(tmp_path / "missing.yml")
     bad = tmp_path / "bad.yml"
     bad.write_text("engine:\n  kind: [sglang\n")
