@@ -111,6 +111,8 @@ def compare_records(ref: GoldenRecord, test: GoldenRecord) -> Comparison:
     lp_test = np.where(same, test.lp[ti].astype(np.float64), fallback)
 
     shared_max, shared_mean, _common = metrics.shared_topk_abs_delta(rid, rlp, tid, tlp)
+    with np.errstate(divide="ignore"):  # a top-k holding all the mass has a rest of exactly 0 (log 0 = -inf)
+        kl = metrics.topk_union_kl(rid, rlp, tid, tlp)
     return Comparison(
         ref_row=ri,
         sample=ref.sample_index()[ri],
@@ -119,7 +121,7 @@ def compare_records(ref: GoldenRecord, test: GoldenRecord) -> Comparison:
         token_id=token,
         lp_ref=lp_ref,
         lp_test=lp_test,
-        kl=metrics.topk_union_kl(rid, rlp, tid, tlp),
+        kl=kl,
         flip=metrics.top1_flip(rid, tid),
         margin=metrics.margin(rlp),
         rank=metrics.rank_of(rid[:, 0], tid),
