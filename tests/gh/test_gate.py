@@ -1,0 +1,289 @@
+"""The gate as a parameter table: event + facts -> decision. Pure, no GitHub."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from precisionbot.config import Config, GitHubConfig
+from precisionbot.errors import ConfigError
+from precisionbot.gh.api import PullInfo
+from precisionbot.gh.event import Event, parse_event
+from precisionbot.gh.gate import Facts, decide, needs
+
+REPO = "acme/engine"
+HEAD = "1234567890abcdef1234567890abcdef12345678"
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+BOT = "precisionbot[bot]"
+CONFIG = Config(github=GitHubConfig(paths=("**/layers/**",)))
+
+
+def pr_event(action: str = "opened", fork: bool = False, labels: tuple[str, ...] = (), **kw: Any) -> Event:
+    head_repo = "mallory/engine" if fork else REPO
+    return Event(
+        name="pull_request",
+        action=action,
+        pr=7,
+        head_sha=HEAD,
+        head_repo=head_repo,
+        base_repo=REPO,
+        labels=labels,
+        sender="carol",
+        **kw,
+    )
+
+
+def comment_event(body: str = "/precision rerun", **kw: Any) -> Event:
+    fields: dict[str, Any] = dict(
+        name="issue_comment",
+        action="created",
+        pr=7,
+        is_pull=True,
+        comment_id=99,
+        comment_body=body,
+        comment_user="alice",
+        comment_user_type="User",
+        comment_created_at=T0,
+        default_branch="main",
+    )
+    fields.update(kw)
+    return Event(**fields)
+
+
+def pull(fork: bool = False, sha: str = HEAD, state: str = "open") -> PullInfo:
+    return PullInfo(7, sha, "mallory/engine" if fork else REPO, REPO, "bob", state=state)
+
+
+def facts(**kw: Any) -> Facts:
+    base: dict[str, Any] = dict(bot_login=BOT, pull=pull(), permission="write", head_committed_at=T0)
+    base.update(kw)
+    return Facts(**base)
+
+
+CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
+    # pull_request
+    (
+        "opened, kernel path",
+        pr_event(),
+        Facts(matched_path="a/layers/x.py"),
+        dict(run=True, sha=HEAD, pr=7, suite="pr"),
+    ),
+    ("synchronize, no kernel path", pr_event("synchronize"), Facts(), dict(run=False, reason="no changed file")),
+    ("reopened, kernel path", pr_event("reopened"), Facts(matched_path="layers/a"), dict(run=True)),
+    ("closed", pr_event("closed"), Facts(), dict(run=False)),
+    ("run label present", pr_event("synchronize", labels=("precision",)), Facts(), dict(run=True)),
+    ("labeled: ours, by writer", pr_event("labeled", label="precision"), Facts(permission="write"), dict(run=True)),
+    ("labeled: ours, by triager", pr_event("labeled", label="precision"), Facts(permission="triage"), dict(run=False)),
+    ("labeled: other label", pr_event("labeled", label="bug"), Facts(permission="admin"), dict(run=False)),
+    ("fork opened", pr_event(fork=True), Facts(matched_path="layers/a"), dict(run=False, reason="fork")),
+    (
+        "fork synchronize with labels",
+        pr_event("synchronize", fork=True, labels=("precision", "precision-safe-to-test")),
+        Facts(),
+        dict(run=False),
+    ),
+    (
+        "fork labeled safe-to-test by maintainer",
+        pr_event("labeled", fork=True, label="precision-safe-to-test"),
+        Facts(permission="maintain"),
+        dict(run=True, sha=HEAD),
+    ),
+    (
+        "fork labeled run label",
+        pr_event("labeled", fork=True, label="precision"),
+        Facts(permission="admin"),
+        dict(run=False),
+    ),
+    ("pull_request_target refused", Event(name="pull_request_target", action="opened", pr=7), Facts(), dict(run=False)),
+    # issue_comment
+    (
+        "rerun by writer",
+        comment_event(),
+        facts(),
+        dict(run=True, sha=HEAD, pr=7, suite="pr", mode="check", reactions=("eyes", "rocket"), reply=None),
+    ),
+    ("rerun by reader", comment_event(), facts(permission="read"), dict(run=False, reactions=("eyes", "confused"))),
+    ("edited comment", comment_event(action="edited"), facts(), dict(run=False, reactions=())),
+    ("deleted comment", comment_event(action="deleted"), facts(), dict(run=False, reactions=())),
+    ("comment on an issue", comment_event(is_pull=False), facts(), dict(run=False, reactions=(), reply=None)),
+    (
+        "our own comment",
+        comment_event(comment_user=BOT, comment_user_type="Bot"),
+        facts(),
+        dict(run=False, reactions=()),
+    ),
+    (
+        "another bot",
+        comment_event(comment_user="ci[bot]", comment_user_type="Bot"),
+        facts(),
+        dict(run=False, reactions=()),
+    ),
+    ("other text", comment_event("looks good /precision rerun"), facts(), dict(run=False, reactions=(), reply=None)),
+    (
+        "malformed",
+        comment_event("/precision rerun samples=lots"),
+        facts(),
+        dict(run=False, reactions=("eyes", "confused")),
+    ),
+    ("help", comment_event("/precision help"), facts(permission="none"), dict(run=False, reactions=("eyes",))),
+    (
+        "unknown model",
+        comment_event("/precision rerun models=nope"),
+        facts(),
+        dict(run=False, reactions=("eyes", "confused")),
+    ),
+    (
+        "moved head (committed after the comment)",
+        comment_event(),
+        facts(head_committed_at=datetime(2026, 1, 1, 12, 0, 1, tzinfo=timezone.utc)),
+        dict(run=False, reason="head moved"),
+    ),
+    (
+        "committed before the comment",
+        comment_event(),
+        facts(head_committed_at=datetime(2026, 1, 1, 11, 59, tzinfo=timezone.utc)),
+        dict(run=True),
+    ),
+    ("sha= matches", comment_event("/precision rerun sha=1234567"), facts(), dict(run=True, sha=HEAD)),
+    (
+        "sha= does not match",
+        comment_event("/precision rerun sha=7654321"),
+        facts(),
+        dict(run=False, reason="head moved"),
+    ),
+    ("fork without sha=", comment_event(), facts(pull=pull(fork=True)), dict(run=False, reason="fork")),
+    ("fork with sha=", comment_event(f"/precision rerun sha={HEAD}"), facts(pull=pull(fork=True)), dict(run=True)),
+    ("closed PR", comment_event(), facts(pull=pull(state="closed")), dict(run=False)),
+    ("rerun options", comment_event("/precision rerun checks=match samples=8"), facts(), dict(run=True)),
+    (
+        "baseline by maintainer",
+        comment_event("/precision baseline"),
+        facts(permission="maintain", default_head="d" * 40),
+        dict(run=True, sha="d" * 40, suite="baseline", mode="baseline", reactions=("eyes", "rocket")),
+    ),
+    (
+        "baseline by writer",
+        comment_event("/precision baseline"),
+        facts(permission="write", default_head="d" * 40),
+        dict(run=False, reactions=("eyes", "confused")),
+    ),
+    # default branch and manual events
+    (
+        "push to default",
+        Event(name="push", ref="refs/heads/main", after="e" * 40, default_branch="main"),
+        Facts(),
+        dict(run=True, sha="e" * 40, suite="baseline", mode="baseline", pr=None),
+    ),
+    (
+        "push elsewhere",
+        Event(name="push", ref="refs/heads/dev", after="e" * 40, default_branch="main"),
+        Facts(),
+        dict(run=False),
+    ),
+    (
+        "branch deleted",
+        Event(name="push", ref="refs/heads/main", after="0" * 40, default_branch="main"),
+        Facts(),
+        dict(run=False),
+    ),
+    ("schedule", Event(name="schedule", sha="f" * 40), Facts(), dict(run=True, sha="f" * 40, mode="baseline")),
+    (
+        "dispatch",
+        Event(name="workflow_dispatch", sha="f" * 40, inputs={"suite": "consistency"}),
+        Facts(),
+        dict(run=True, suite="consistency", mode="check"),
+    ),
+    (
+        "dispatch with pr",
+        Event(name="workflow_dispatch", sha="f" * 40, inputs={"pr": "12"}),
+        Facts(),
+        dict(run=True, suite="pr", pr=12),
+    ),
+    ("other event", Event(name="release"), Facts(), dict(run=False)),
+]
+
+
+@pytest.mark.parametrize(("event", "fact", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_gate(event: Event, fact: Facts, expected: dict[str, Any]) -> None:
+    decision = decide(event, fact, CONFIG)
+    for key, value in expected.items():
+        if key == "reason":
+            assert value in decision.reason
+        else:
+            assert getattr(decision, key) == value, key
+    assert decision.run == bool(decision.matrix["include"])
+    if not decision.run:
+        assert decision.sha == "" and decision.mode == ""
+    if "confused" in decision.reactions:
+        assert decision.reply and decision.reply.startswith("😕")
+
+
+@pytest.mark.parametrize(
+    ("role", "rerun", "baseline"),
+    [
+        ("admin", True, True),
+        ("maintain", True, True),
+        ("write", True, False),
+        ("triage", False, False),
+        ("read", False, False),
+        ("none", False, False),
+        (None, False, False),
+    ],
+)
+def test_permission_matrix(role: str | None, rerun: bool, baseline: bool) -> None:
+    f = facts(permission=role, default_head="d" * 40)
+    assert decide(comment_event("/precision rerun"), f, CONFIG).run is rerun
+    assert decide(comment_event("/precision baseline"), f, CONFIG).run is baseline
+    helped = decide(comment_event("/precision help"), f, CONFIG)
+    assert helped.run is False and helped.reply and "/precision rerun" in helped.reply
+
+
+def test_rerun_options_reach_the_matrix() -> None:
+    d = decide(comment_event("/precision rerun checks=match,golden samples=8"), facts(), CONFIG)
+    (cell,) = d.matrix["include"]
+    assert cell["checks"] == "match,golden" and cell["samples"] == 8 and cell["runner"]["kind"] == "ec2"
+
+
+def test_needs_fetch_only_what_decides() -> None:
+    assert needs(pr_event(), CONFIG, BOT).files
+    assert not needs(pr_event(fork=True), CONFIG, BOT).files
+    assert not needs(pr_event(labels=("precision",)), CONFIG, BOT).files
+    assert needs(pr_event("labeled", label="precision"), CONFIG, BOT).permission_of == "carol"
+    n = needs(comment_event(), CONFIG, BOT)
+    assert n.pull and n.commit_date and n.permission_of == "alice" and n.acknowledged
+    assert needs(comment_event("/precision baseline"), CONFIG, BOT).default_head
+    assert not needs(comment_event("hi"), CONFIG, BOT).acknowledged
+    assert not needs(comment_event(action="edited"), CONFIG, BOT).acknowledged
+    assert not needs(comment_event(comment_user=BOT), CONFIG, BOT).acknowledged
+
+
+def test_unknown_dispatch_suite_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="no suite 'nope'"):
+        decide(Event(name="workflow_dispatch", sha="f" * 40, inputs={"suite": "nope"}), Facts(), CONFIG)
+
+
+def test_parse_event_from_payloads() -> None:
+    payload = {
+        "action": "created",
+        "issue": {"number": 5, "pull_request": {"url": "x"}},
+        "comment": {
+            "id": 9,
+            "body": "/precision help",
+            "user": {"login": "a", "type": "User"},
+            "created_at": "2026-01-01T12:00:00Z",
+        },
+        "repository": {"default_branch": "main"},
+        "sender": {"login": "a"},
+    }
+    event = parse_event("issue_comment", payload)
+    assert (event.pr, event.is_pull, event.comment_id, event.comment_created_at) == (5, True, 9, T0)
+    fork = parse_event(
+        "pull_request",
+        {
+            "action": "opened",
+            "pull_request": {"number": 3, "head": {"sha": HEAD, "repo": None}, "base": {"repo": {"full_name": REPO}}},
+        },
+    )
+    assert fork.is_fork  # a deleted fork is still a fork
