@@ -22,7 +22,8 @@ from precisionbot.report.escape import label_text
 from precisionbot.report.fmt import count, percent
 from precisionbot.results import CheckResult
 
-_NUMBER = re.compile(r"inf|∞|[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?", re.IGNORECASE)
+# Margins are never negative: a "-" between numbers is a range dash, not a sign.
+_NUMBER = re.compile(r"inf|∞|\d+(?:\.\d*)?(?:e[-+]?\d+)?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

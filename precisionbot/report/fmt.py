@@ -15,8 +15,10 @@ MINUS = "-"
 def sig(value: float | None, digits: int = 2) -> str:
     """``value`` to ``digits`` significant figures: ``3.2e-05``, ``0.012``, ``1.5``, ``2.1e+03``; ``0`` only for 0.
 
-    >>> sig(3.2e-05), sig(0.0123), sig(0.0), sig(None)
-    ('3.2e-05', '0.012', '0', '–')
+    Magnitudes from ``10**digits`` up to a million print as rounded whole numbers (``1,200``).
+
+    >>> sig(3.2e-05), sig(0.0123), sig(0.0), sig(None), sig(1234.5)
+    ('3.2e-05', '0.012', '0', '–', '1,200')
     """
     if value is None:
         return "–"
@@ -27,6 +29,9 @@ def sig(value: float | None, digits: int = 2) -> str:
         return "∞" if value > 0 else "-∞"
     if value == 0.0:
         return "0"
+    if 10**digits <= abs(value) < 1e6:
+        # 210,000 reads better than 2.1e+05; still rounded to ``digits`` significant figures.
+        return f"{round(value, digits - 1 - math.floor(math.log10(abs(value)))):,.0f}"
     text = f"{value:.{digits}g}"
     # %g of 1e-320 (subnormal) and friends stays non-zero by construction; assert the rule, cheaply.
     return text if float(text) != 0.0 else f"{value:.{digits}e}"
@@ -49,7 +54,8 @@ def percent(fraction: float | None) -> str:
     """A fraction as a percentage: ``0.0123`` → ``1.2%``; ``1.2e-06`` → ``0.00012%``; ``0`` → ``0%``."""
     if fraction is None:
         return "–"
-    return sig(100.0 * float(fraction), 2) + "%"
+    pct = 100.0 * float(fraction)
+    return (f"{pct:.0f}" if 10.0 <= abs(pct) < 1e6 else sig(pct, 2)) + "%"
 
 
 def count(value: int | float | None) -> str:

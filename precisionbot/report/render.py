@@ -43,6 +43,8 @@ def comment_marker(suite: str | None = None) -> str:
     if not suite:
         return COMMENT_MARKER
     safe = "".join(ch for ch in suite if ch.isascii() and (ch.isalnum() or ch in "_.-"))
+    while "--" in safe:  # "--" has no place inside an HTML comment
+        safe = safe.replace("--", "-")
     return f"<!-- precisionbot:comment suite={safe} -->" if safe else COMMENT_MARKER
 
 
