@@ -15,12 +15,19 @@ from precisionbot.engines.base import Engine
 class ProgressSink(Protocol):
     """Where checks report progress (a terminal bar, or nothing)."""
 
+    def start(self, total: int) -> None:
+        """The run's planned units (``CheckSpec.units`` summed), before the first check."""
+        ...
+
     def phase(self, label: str) -> None: ...
 
     def advance(self, n: int) -> None: ...
 
 
 class NullProgress:
+    def start(self, total: int) -> None:
+        pass
+
     def phase(self, label: str) -> None:
         pass
 

@@ -82,6 +82,7 @@ def run_suite(
         progress=progress or NullProgress(),
     )
     names = tuple(checks or suite.checks)
+    ctx.progress.start(planned_units(ctx, names))
     t0 = time.perf_counter()
     outputs = [run_one(ctx, name) for name in names]
     wall = time.perf_counter() - t0
@@ -94,6 +95,13 @@ def run_suite(
     }
     if model is not None:
         environment.update(model=model.name, tp=model.tp, dtype=model.dtype)
+    try:
+        server = engine.server_info()
+        environment.update(
+            {k: v for k, v in (("engine_version", server.version), ("model_path", server.model_path)) if v is not None}
+        )
+    except EngineError:
+        pass  # already reflected in the checks' verdicts
     result = RunResult.from_checks(
         (o.result for o in outputs),
         signature=signature_for(ctx),

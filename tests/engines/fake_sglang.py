@@ -241,3 +241,28 @@ def fake_sglang(behaviour: Behaviour | None = None) -> Iterator[tuple[str, Behav
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def main() -> None:
+    """``python -m tests.engines.fake_sglang --port N [--die]``: the fake as a process (launcher tests)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--die", action="store_true", help="print a log line and exit 7 (a crashing engine)")
+    parser.add_argument("--never-healthy", action="store_true")
+    args = parser.parse_args()
+    print(f"fake engine starting on port {args.port}", flush=True)
+    if args.die:
+        print("RuntimeError: CUDA out of memory", flush=True)
+        sys.exit(7)
+    if args.never_healthy:
+        time.sleep(3600)
+    handler = type("H", (_Handler,), {"state": FakeState(Behaviour())})
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler)
+    server.serve_forever(poll_interval=0.05)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+"""``precisionbot check``: run checks against an engine, write ``DIR/result.json`` (+ arrays), print a table.
+
+Exit code = the run's verdict (0 pass, 1 fail, 2 inconclusive); 3 for our own setup errors (bad config or
+arguments), raised as ``PrecisionbotError`` and printed by ``cli.main``. An engine that cannot be started or
+reached is not a setup error of ours: every check is INCONCLUSIVE with that reason (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config
+from precisionbot.config_fields import parse_int_range
+from precisionbot.errors import ConfigError, EngineError
+from precisionbot.results import CHECK_NAMES, CheckResult, EngineInfo, RunResult
+
+DEFAULT_OUT = "precisionbot-out"
+DEFAULT_SUITE = "consistency"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "check",
+        help="run checks against an engine; exit code = verdict",
+        description="Runs the consistency helpers (and any configured check) against an engine, writes "
+        "DIR/result.json plus per-position arrays, prints a short table. Exit 0 pass, 1 fail, 2 inconclusive, "
+        "3 setup error.",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--engine-url", metavar="URL", help="an engine that is already running")
+    src.add_argument(
+        "--engine",
+        choices=("builtin", "launch"),
+        help="builtin: the builtin reference engine in-process; launch: start engine.launch from the config",
+    )
+    p.add_argument("--engine-kind", choices=("sglang", "openai", "builtin"), help="client for --engine-url")
+    p.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
+    p.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")
+    p.add_argument("--config", metavar="FILE", help="YAML config (default: .github/precision.yml if present)")
+    p.add_argument("--suite", help=f"suite from the config (default {DEFAULT_SUITE})")
+    p.add_argument("--model", help="model name from the config (thresholds, launch)")
+    p.add_argument("--checks", metavar="a,b", help=f"checks to run, from {', '.join(CHECK_NAMES)}")
+    p.add_argument("--samples", type=int, metavar="N")
+    p.add_argument("--max-new-tokens", type=int, metavar="N")
+    p.add_argument("--prompt-tokens", metavar="N|LO..HI", help="prompt length in tokens, or a range")
+    p.add_argument("--profile", choices=("default", "deterministic"), help="threshold profile")
+    p.add_argument("--baseline-store", metavar="URI", help="baseline store (golden)")
+    p.add_argument("--engine-commit", metavar="SHA", help="engine commit under test (shown in reports)")
+    p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"result directory (default {DEFAULT_OUT})")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run)
+
+
+def _config(args: argparse.Namespace) -> Config:
+    if args.config:
+        return load_config(args.config)
+    default = Path(".github/precision.yml")
+    return load_config(default) if default.is_file() else Config.default()
+
+
+def _positive(value: int | None, flag: str) -> int | None:
+    if value is not None and value < 1:
+        raise ConfigError(f"{flag} must be a positive integer (got {value})")
+    return value
+
+
+def apply_overrides(suite: SuiteConfig, args: argparse.Namespace) -> SuiteConfig:
+    """CLI flags win over the config."""
+    changes: dict[str, Any] = {}
+    if args.checks:
+        names = tuple(n.strip() for n in args.checks.split(",") if n.strip())
+        bad = [n for n in names if n not in CHECK_NAMES]
+        if bad or not names:
+            raise ConfigError(f"--checks: unknown check(s) {', '.join(bad) or '(none)'}; use {', '.join(CHECK_NAMES)}")
+        changes["checks"] = names
+    if _positive(args.samples, "--samples") is not None:
+        changes["samples"] = args.samples
+    if _positive(args.max_new_tokens, "--max-new-tokens") is not None:
+        changes["max_new_tokens"] = args.max_new_tokens
+    if args.prompt_tokens is not None:
+        try:
+            changes["prompt_tokens"] = parse_int_range(args.prompt_tokens)
+        except ValueError as exc:
+            raise ConfigError(f"--prompt-tokens {args.prompt_tokens!r}: {exc}; write N or LO..HI") from exc
+    return dataclasses.replace(suite, **changes)
+
+
+def _model(config: Config, args: argparse.Namespace) -> ModelConfig | None:
+    if args.model:
+        return config.model(args.model)
+    return config.models[0] if len(config.models) == 1 else None
+
+
+@contextmanager
+def open_engine(config: Config, args: argparse.Namespace, model: ModelConfig | None, log_dir: Path) -> Iterator[Any]:
+    """The engine the flags and config select; closed (and stopped, if we started it) on exit."""
+    e = config.engine
+    common = {"batch_size": e.batch_size, "concurrency": e.concurrency, "request_timeout_s": e.request_timeout_s}
+    builtin_flags = bool(args.fault or args.disable_radix_cache)
+    url = args.engine_url or (None if args.engine else e.url)
+    mode = args.engine or ("url" if url else ("launch" if e.launch and e.kind != "builtin" else e.kind))
+    if builtin_flags and mode != "builtin":
+        raise ConfigError("--fault and --disable-radix-cache are for the builtin engine; add --engine builtin")
+    if mode == "builtin":
+        from precisionbot.engines.builtin import BuiltinEngine
+
+        engine: Any = BuiltinEngine(
+            faults=tuple(args.fault) or config.engine.faults, disable_radix_cache=args.disable_radix_cache, **common
+        )
+        try:
+            yield engine
+        finally:
+            engine.close()
+        return
+    if mode == "launch":
+        if not e.launch or model is None:
+            raise ConfigError("--engine launch needs engine.launch and one model in the config (or --model NAME)")
+        from precisionbot.engines.launcher import Launcher
+
+        launcher = Launcher(
+            e.launch,
+            model=model.path,
+            tp=model.tp,
+            args=f"{e.args} {model.args}".strip(),
+            log_path=log_dir / "engine.log",
+            health_timeout_s=e.health_timeout_s,
+        )
+        launcher.start()
+        try:
+            with _client(e.kind, launcher.url, common) as engine:
+                yield engine
+        finally:
+            launcher.stop()
+        return
+    if not url:
+        raise ConfigError("no engine: pass --engine-url URL or --engine builtin (or set engine.url in the config)")
+    # A URL speaks an HTTP API: the builtin default kind means "SGLang-compatible" there.
+    kind = args.engine_kind or ("sglang" if e.kind == "builtin" else e.kind)
+    with _client(kind, url, common) as engine:
+        yield engine
+
+
+@contextmanager
+def _client(kind: str, url: str, common: dict[str, Any]) -> Iterator[Any]:
+    if kind == "openai":
+        from precisionbot.engines.openai import OpenAIEngine
+
+        engine: Any = OpenAIEngine(url, **common)
+    else:
+        from precisionbot.engines.sglang import SGLangEngine
+
+        engine = SGLangEngine(url, kind="builtin" if kind == "builtin" else "sglang", **common)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    from precisionbot.checks.progress import TerminalProgress
+    from precisionbot.checks.runner import run_suite
+    from precisionbot.resultdir import write_result
+
+    config = _config(args)
+    suite = apply_overrides(config.suite(args.suite or DEFAULT_SUITE), args)
+    profile = args.profile or config.thresholds.profile
+    model = _model(config, args)
+    out = Path(args.out)
+    store = args.baseline_store or config.baselines.store
+    records: dict[str, Any] = {}
+    try:
+        with open_engine(config, args, model, out) as engine:
+            progress = TerminalProgress(sys.stderr)
+            if args.quiet:
+                progress.enabled = False
+            info = EngineInfo(url=engine.url, kind=engine.kind, commit=args.engine_commit)
+            engine.server_info()  # reachable at all? (else every check would retry the same dead URL)
+            try:
+                done = run_suite(
+                    engine,
+                    config,
+                    suite,
+                    profile=profile,
+                    model=model,
+                    baseline_store=store,
+                    progress=progress,
+                    engine_info=info,
+                )
+            finally:
+                progress.close()
+            result, records = done.result, done.records
+    except EngineError as exc:
+        # The engine would not start or answer: a result about the engine, not an error of ours.
+        reason = f"engine unavailable: {exc}"
+        result = RunResult.from_checks(
+            [CheckResult.inconclusive(name, reason) for name in suite.checks],
+            signature="",
+            engine=EngineInfo(url=args.engine_url or "", kind=args.engine_kind or config.engine.kind),
+            environment={"suite": suite.name, "profile": profile},
+        )
+    write_result(out, result, records)
+    print(render_table(result, out))
+    return result.verdict.exit_code
+
+
+def _num(x: Any) -> str:
+    if not isinstance(x, (int, float)):
+        return "-"
+    if x == 0:
+        return "0"
+    return f"{x:.3g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
+
+
+def render_table(result: RunResult, out: Path) -> str:
+    """The short stdout table (pure apart from the path it names)."""
+    rows = [("check", "verdict", "mean_k3", "p99", "max", ">1e-2", "cache")]
+    for c in result.checks:
+        s = c.stats
+        frac = s.get("frac_over", {}).get("1e-2") if isinstance(s.get("frac_over"), dict) else None
+        cache = f"{c.cache.kept}/{c.cache.total}" if c.cache is not None else "-"
+        rows.append(
+            (
+                c.name,
+                c.verdict.value.upper(),
+                _num(s.get("mean_k3")),
+                _num(s.get("p99")),
+                _num(s.get("max")),
+                "-" if frac is None else f"{100 * frac:.2g}%",
+                cache,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    for c in result.checks:
+        if c.verdict.value != "pass" and c.reasons:
+            lines.append(f"  {c.name}: {c.reasons[0]}")
+    lines.append(f"verdict: {result.verdict.value.upper()} (exit {result.verdict.exit_code}); results in {out}/")
+    return "\n".join(lines)

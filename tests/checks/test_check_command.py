@@ -1,0 +1,87 @@
+"""``precisionbot check`` end to end against a local SGLang-shaped server: files, table, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from precisionbot.commands import check
+from precisionbot.errors import ConfigError
+from precisionbot.resultdir import read_records, read_result
+from tests.engines.fake_sglang import Behaviour, fake_sglang
+
+SMALL = ["--samples", "3", "--max-new-tokens", "4", "--prompt-tokens", "12..20", "--quiet"]
+
+
+def _main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    check.register(sub)
+    args = parser.parse_args(["check", *argv])
+    code: int = args.handler(args)
+    return code
+
+
+def test_check_writes_result_and_arrays_and_prints_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    with fake_sglang() as (url, _):
+        code = _main(["--engine-url", url, *SMALL, "--out", str(out), "--engine-commit", "abc123"])
+    assert code == 0
+    result = read_result(out)
+    assert [c.name for c in result.checks] == ["match", "prefill_cache_hit", "decode_cache_hit"]
+    assert result.engine.url == url and result.engine.commit == "abc123" and result.engine.kind == "sglang"
+    raw = json.loads((out / "result.json").read_text())
+    for c in raw["checks"]:
+        assert set(c["stats"]) >= {"positions", "samples", "mean_k3", "p50", "p99", "p999", "max", "frac_over"}
+        assert set(c["stats"]["frac_over"]) >= {"1e-4", "1e-3", "1e-2"}
+    assert set(read_records(out)) == {"match", "prefill_cache_hit", "decode_cache_hit"}
+    table = capsys.readouterr().out
+    assert "match" in table and "PASS" in table and "verdict: PASS (exit 0)" in table
+
+
+def test_radix_cache_disabled_exits_inconclusive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with fake_sglang(Behaviour(disable_radix_cache=True)) as (url, _):
+        assert _main(["--engine-url", url, *SMALL, "--out", str(tmp_path)]) == 2
+    assert "radix cache disabled" in capsys.readouterr().out
+
+
+def test_failing_engine_exits_one(tmp_path: Path) -> None:
+    with fake_sglang(Behaviour(mode="decode_bias", bias=0.5)) as (url, _):
+        assert _main(["--engine-url", url, *SMALL, "--checks", "match", "--out", str(tmp_path)]) == 1
+    assert read_result(tmp_path).verdict.value == "fail"
+
+
+def test_unreachable_engine_is_inconclusive_with_reason(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert _main(["--engine-url", f"http://127.0.0.1:{port}", *SMALL, "--out", str(tmp_path)]) == 2
+    result = read_result(tmp_path)
+    assert all(c.reasons[0].startswith("engine unavailable: ") for c in result.checks)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--checks", "mtach"], "--checks: unknown check(s) mtach"),
+        (["--samples", "0"], "--samples must be a positive integer"),
+        (["--prompt-tokens", "9..3"], "--prompt-tokens '9..3'"),
+        (["--fault", "restore-layer0-only"], "--fault and --disable-radix-cache are for the builtin engine"),
+        (["--suite", "nope"], "no suite 'nope'"),
+    ],
+)
+def test_bad_arguments_are_config_errors(argv: list[str], message: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        _main(["--engine-url", "http://127.0.0.1:9", *argv, "--out", str(tmp_path)])
+    assert message in str(info.value)
+
+
+def test_bad_config_file_is_config_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "p.yml"
+    cfg.write_text("engine:\n  kind: tgi\n")
+    with pytest.raises(ConfigError, match="p.yml: key 'engine.kind' must be one of"):
+        _main(["--config", str(cfg), "--out", str(tmp_path)])
