@@ -1,0 +1,54 @@
+"""The OpenAI-compatible (vLLM) client over real HTTP: match runs, cache helpers are INCONCLUSIVE with why."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from precisionbot.checks import run_suite
+from precisionbot.config import Config
+from precisionbot.engines.base import GenerateRequest
+from precisionbot.engines.openai import CACHE_REASON, OpenAIEngine
+from precisionbot.errors import EngineError
+from precisionbot.results import Verdict
+from tests.engines.fake_sglang import toy_logprobs
+from tests.engines.fake_vllm import fake_vllm
+
+
+def test_generation_and_prompt_logprobs_are_aligned() -> None:
+    with fake_vllm() as url:
+        engine = OpenAIEngine(url)
+        prompt = (1, 5, 9, 13)
+        (gen,) = engine.generate([GenerateRequest(prompt, max_new_tokens=3)])
+        (replay,) = engine.generate([GenerateRequest(prompt + gen.output_ids, 0, logprob_start_len=0)])
+        engine.close()
+    assert len(gen.output_ids) == 3 and len(replay.output_ids) == 0
+    assert replay.input_logprobs[0] != replay.input_logprobs[0]  # NaN: position 0 has no prediction
+    assert replay.input_logprobs[-3:] == pytest.approx(gen.output_logprobs)
+    assert replay.input_logprobs[2] == pytest.approx(toy_logprobs([1, 5])[9])
+
+
+def test_match_runs_and_cache_helpers_are_inconclusive() -> None:
+    config = Config.default()
+    suite = dataclasses.replace(config.suite("consistency"), samples=3, max_new_tokens=4, prompt_tokens=(10, 16))
+    with fake_vllm() as url:
+        engine = OpenAIEngine(url)
+        run = run_suite(engine, config, suite).result
+        engine.close()
+    by = {c.name: c for c in run.checks}
+    assert by["match"].verdict is Verdict.PASS
+    for name in ("prefill_cache_hit", "decode_cache_hit"):
+        assert by[name].verdict is Verdict.INCONCLUSIVE and by[name].reasons == (CACHE_REASON,)
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [("text_tokens", "is not 'token_id:N'"), ("short_prompt_logprobs", "prompt_logprobs must have 5 entries")],
+)
+def test_unsupported_answers_are_engine_errors(mode: str, message: str) -> None:
+    with fake_vllm(mode) as url:
+        engine = OpenAIEngine(url)
+        with pytest.raises(EngineError, match=message):
+            engine.generate([GenerateRequest((1, 2, 3, 4, 5), 2, logprob_start_len=0)])
+        engine.close()
