@@ -3,9 +3,11 @@
 ``stats["flips_by_margin"]`` comes from the golden check. Accepted shapes (the golden check writes the
 first; the others keep older or hand-made result files readable):
 
+* ``[{"bucket": "[0, 0.1)", "lo": 0, "hi": 0.1, "flips": 3, "positions": 1200, "rate": 0.0025}, ...]``
+  (``precisionbot.noise.flips_by_margin``), with the band's rate per bucket in
+  ``stats["band"]["flip_rate_by_bucket"]``;
 * ``{"[0, 0.1)": {"flips": 3, "positions": 1200, "band_rate": 0.002}, "[1, inf)": {...}}``
 * ``{"0-0.1": 3, "1+": 0}`` (flip counts only)
-* ``[{"lo": 0, "hi": 0.1, "flips": 3, "positions": 1200}, ...]``
 
 Pure: no I/O.
 """
@@ -71,7 +73,12 @@ def _entries(raw: Any) -> list[tuple[float, float, Mapping[str, Any]]]:
 def bucket_rows(check: CheckResult) -> tuple[BucketRow, ...]:
     """The check's flips-by-margin rows (empty when it has none)."""
     rows = []
+    band = check.stats.get("band")
+    band_rates = band.get("flip_rate_by_bucket") if isinstance(band, Mapping) else None
     for lo, hi, entry in _entries(check.stats.get("flips_by_margin")):
+        band_rate = _num(entry.get("band_rate"))
+        if band_rate is None and isinstance(band_rates, Mapping):
+            band_rate = _num(band_rates.get(str(entry.get("bucket"))))
         flips = _num(entry.get("flips"))
         positions = _num(entry.get("positions"))
         rate = _num(entry.get("rate"))
@@ -84,7 +91,7 @@ def bucket_rows(check: CheckResult) -> tuple[BucketRow, ...]:
                 flips=count(flips),
                 positions=count(positions),
                 rate=percent(rate),
-                band_rate=percent(_num(entry.get("band_rate"))),
+                band_rate=percent(band_rate),
             )
         )
     return tuple(rows)

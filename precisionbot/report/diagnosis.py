@@ -234,6 +234,8 @@ def _flips(c: CheckResult, out: list[Diagnosis]) -> None:
     ev = evidence.flip_evidence(
         int(observed) if isinstance(observed, (int, float)) else None,
         float(expected) if isinstance(expected, (int, float)) else None,
+        # The golden check's exact Poisson-binomial tail, when it computed one; else a Poisson tail here.
+        p_value=_stat(c, "flips_p_value"),
     )
     if ev is None or ev.observed == 0:
         return

@@ -103,8 +103,11 @@ class FlipEvidence:
         return self.p_value < EXCESS_FLIPS_P
 
 
-def flip_evidence(observed: int | None, expected: float | None) -> FlipEvidence | None:
-    """Observed flips against the number noise explains, when both are known."""
+def flip_evidence(observed: int | None, expected: float | None, *, p_value: float | None = None) -> FlipEvidence | None:
+    """Observed flips against the number noise explains, when both are known; ``p_value`` (P(X ≥ observed)
+    computed elsewhere, e.g. exactly) wins over the Poisson approximation."""
     if observed is None or expected is None or not math.isfinite(expected):
         return None
-    return FlipEvidence(int(observed), float(expected), poisson_sf(int(observed), float(expected)))
+    if p_value is None or not math.isfinite(p_value):
+        p_value = poisson_sf(int(observed), float(expected))
+    return FlipEvidence(int(observed), float(expected), float(p_value))

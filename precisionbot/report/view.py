@@ -16,6 +16,7 @@ from precisionbot.report.buckets import BucketRow, bucket_rows
 from precisionbot.report.diagnosis import BaselineStats, diagnose
 from precisionbot.report.escape import code_block_text, label_text, prose, token_cell
 from precisionbot.report.fmt import count, logprob, percent, ratio, short_sha, sig, signed
+from precisionbot.report.golden import DepthRow, depth_rows, kl_line
 from precisionbot.report.strip import LEGEND, worst_strips
 from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
 
@@ -117,6 +118,8 @@ class SectionView:
     reasons: tuple[str, ...]
     diagnosis: tuple[str, ...]
     golden_kl: str
+    depth: tuple[DepthRow, ...]
+    """Golden KL by context depth."""
     worst: tuple[WorstRow, ...]
     worst_omitted: int
     buckets: tuple[BucketRow, ...]
@@ -258,17 +261,6 @@ def _headline(run: RunResult) -> str:
     return prose(text)
 
 
-def _golden_kl(run: RunResult) -> str:
-    g = run.check("golden")
-    if g is None or "kl_p99" not in g.stats:
-        return ""
-    s = g.stats
-    return prose(
-        f"golden KL over the baseline's top-k + rest: p50 {sig(_stat(s, 'kl_p50'))}, "
-        f"p99 {sig(_stat(s, 'kl_p99'))}, max {sig(_stat(s, 'kl_max'))} nats"
-    )
-
-
 def section_view(section: ReportSection, detail: Detail) -> SectionView:
     run = section.run
     base = baseline_stats_of(section)
@@ -276,6 +268,7 @@ def section_view(section: ReportSection, detail: Detail) -> SectionView:
     worst, omitted = _worst_rows(run.checks, detail.worst_rows) if detail.details else ((), 0)
     buckets = tuple(r for c in run.checks for r in bucket_rows(c)) if detail.buckets and detail.details else ()
     strips = _strips(section, detail) if detail.details else ""
+    depth = depth_rows(run.check("golden")) if detail.details and detail.buckets else ()
     reasons = tuple(
         f"**{label_text(c.name)}** {c.verdict}: {prose(r)}"
         for c in run.checks
@@ -291,13 +284,14 @@ def section_view(section: ReportSection, detail: Detail) -> SectionView:
         rows=tuple(_check_row(c, base, section.previous) for c in run.checks),
         reasons=reasons,
         diagnosis=tuple(prose(d.text) for d in diag) if detail.diagnosis else (),
-        golden_kl=_golden_kl(run) if detail.details else "",
+        golden_kl=kl_line(run.check("golden")) if detail.details else "",
+        depth=depth,
         worst=worst,
         worst_omitted=omitted,
         buckets=buckets,
         strips=strips,
         has_previous=section.previous is not None,
-        has_details=bool(worst or buckets or strips),
+        has_details=bool(worst or buckets or strips or depth),
     )
 
 

@@ -6,6 +6,7 @@ magnitudes for clean checks) and to be deterministic: the golden Markdown files 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -216,12 +217,48 @@ def golden_failure() -> list[ReportSection]:
             flips=41,
             confident_flips=3,
             expected_flips=4.2,
-            flips_by_margin={
-                "[0, 0.1)": {"flips": 22, "positions": 812, "band_rate": 0.004},
-                "[0.1, 0.3)": {"flips": 12, "positions": 2210, "band_rate": 0.0},
-                "[0.3, 1)": {"flips": 4, "positions": 9120, "band_rate": 0.0},
-                "[1, inf)": {"flips": 3, "positions": 53394, "band_rate": 0.0},
+            flips_p_value=3.3e-21,
+            # The golden check's own shapes (precisionbot.noise / baselines.judge).
+            flips_by_margin=[
+                {"bucket": "[0, 0.1)", "lo": 0.0, "hi": 0.1, "positions": 812, "flips": 22, "rate": 22 / 812},
+                {"bucket": "[0.1, 0.3)", "lo": 0.1, "hi": 0.3, "positions": 2210, "flips": 12, "rate": 12 / 2210},
+                {"bucket": "[0.3, 1)", "lo": 0.3, "hi": 1.0, "positions": 9120, "flips": 4, "rate": 4 / 9120},
+                {"bucket": "[1, ∞)", "lo": 1.0, "hi": math.inf, "positions": 53394, "flips": 3, "rate": 3 / 53394},
+            ],
+            band={
+                "pairs": 3,
+                "max_flip_margin_nats": 0.21,
+                "flip_rate_by_bucket": {"[0, 0.1)": 0.004, "[0.1, 0.3)": 0.0005, "[0.3, 1)": 0.0, "[1, ∞)": 0.0},
+                "kl_p50": 2.4e-6,
+                "kl_p99": 3.8e-5,
+                "sigma_nats": 2.1e-3,
             },
+            by_depth=[
+                {
+                    "depth": "[0, 1024)",
+                    "positions": 16384,
+                    "kl_p50": 9e-6,
+                    "kl_p99": 1.1e-4,
+                    "kl_max": 0.02,
+                    "flips": 2,
+                },
+                {
+                    "depth": "[1024, 8192)",
+                    "positions": 32768,
+                    "kl_p50": 2.2e-4,
+                    "kl_p99": 1.9e-3,
+                    "kl_max": 0.4,
+                    "flips": 14,
+                },
+                {
+                    "depth": "[8192, ∞)",
+                    "positions": 16384,
+                    "kl_p50": 1.4e-3,
+                    "kl_p99": 8.8e-3,
+                    "kl_max": 1.2,
+                    "flips": 25,
+                },
+            ],
         ),
         worst=worst(
             [
