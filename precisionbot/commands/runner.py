@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--security-group", action="append", default=None, help="security group id (repeatable)")
     p.add_argument("--instance-profile", help="instance profile name or ARN (read-only baseline access)")
     p.add_argument("--ttl-minutes", type=int, help="hard TTL: the instance powers off after this long")
-    p.add_argument("--label", help="runner name and label (default: a unique precisionbot-<run-id>-... label)")
+    p.add_argument("--label", help="the label the GPU job selects (default: the generated runner name)")
     p.add_argument("--wait-timeout", type=float, help="seconds to wait for the runner to come online")
     p.add_argument("--run-id", help="tag that `runner terminate --run-id` finds (default: $GITHUB_RUN_ID)")
     p.add_argument("--pr", help="PR number for the precisionbot:pr tag")
@@ -93,7 +93,9 @@ def _load_runner_config(args: argparse.Namespace) -> Any:
         config = load_config(DEFAULT_CONFIG_PATH)
     else:
         config = Config.default()
-    return config.runner_for(config.model(args.model) if args.model else None)
+    # The plan's matrix names "builtin" when no models are configured: that one uses the top-level runner.
+    model = config.model(args.model) if args.model and config.models else None
+    return config.runner_for(model)
 
 
 def _launch(args: argparse.Namespace) -> int:
@@ -102,11 +104,10 @@ def _launch(args: argparse.Namespace) -> int:
     from precisionbot.runners.model import (
         InstanceSpec,
         RunnerSpec,
-        new_label,
+        new_runner_name,
         validate_label,
         validate_run_id,
     )
-    from precisionbot.runners.outputs import write_outputs
 
     rc = _load_runner_config(args)
     if rc.kind == "pool":
@@ -128,13 +129,15 @@ def _launch(args: argparse.Namespace) -> int:
         )
     clock = SYSTEM_CLOCK
     run_id = validate_run_id(args.run_id or os.environ.get("GITHUB_RUN_ID") or f"local{int(clock.monotonic())}")
-    label = validate_label(args.label) if args.label else new_label(run_id, clock.now())
+    name = new_runner_name(run_id, clock.now())
+    label = validate_label(args.label) if args.label else name
     ttl = args.ttl_minutes if args.ttl_minutes is not None else rc.ttl_minutes
     runner_kwargs: dict[str, Any] = {}
     if args.runner_version or rc.runner_version:
         runner_kwargs["runner_version"] = args.runner_version or rc.runner_version
     runner = RunnerSpec(
         repo=repo,
+        name=name,
         label=label,
         runner_group_id=args.runner_group_id or rc.runner_group_id,
         ttl_minutes=ttl,
@@ -171,18 +174,23 @@ def _launch(args: argparse.Namespace) -> int:
             "labels": json.dumps(list(runner.labels)),
             "instance-id": launched.instance_id,
             "run-id": run_id,
-        },
-        write_outputs,
+        }
     )
     return 0
 
 
-def _emit(values: dict[str, str], writer: Any = None) -> None:
-    if writer is None:
-        from precisionbot.runners.outputs import write_outputs as writer
-    printed = writer(values, os.environ.get("GITHUB_OUTPUT"))
-    if printed:
-        sys.stdout.write(printed)
+def _emit(values: dict[str, str]) -> None:
+    """Outputs to ``$GITHUB_OUTPUT`` (heredoc-safe, shared with the github commands) or, outside Actions,
+    as ``name=value`` lines on stdout for scripts."""
+    from precisionbot.gh.workflow import write_outputs
+
+    github_output = os.environ.get("GITHUB_OUTPUT")
+    lines = write_outputs(values, github_output)
+    if github_output:
+        for line in lines.splitlines():
+            _log(f"output {line}")
+    else:
+        sys.stdout.write(lines)
         sys.stdout.flush()
 
 

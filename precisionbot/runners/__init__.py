@@ -2,6 +2,6 @@
 
 ``model`` (data, names, tags) · ``cloud`` (``Cloud`` protocol, boto3 EC2) · ``registry``
 (``RunnerRegistry`` protocol, PyGithub) · ``userdata`` (the jinja2 boot script) · ``lifecycle`` (launch /
-terminate / reap over the two protocols) · ``outputs`` (``$GITHUB_OUTPUT``). The CLI wiring is
-``precisionbot.commands.runner``.
+terminate / reap over the two protocols). The CLI wiring is ``precisionbot.commands.runner``; step outputs
+go through ``precisionbot.gh.workflow``.
 """

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 from precisionbot.errors import CloudError, ConfigError, PrecisionbotError
 from precisionbot.runners.cloud import Cloud
 from precisionbot.runners.model import (
-    LABEL_PREFIX,
+    NAME_PREFIX,
     TAG_EXPIRES_AT,
     TAG_LABEL,
     TAG_PR,
@@ -31,7 +31,7 @@ from precisionbot.runners.model import (
     Runner,
     RunnerSpec,
     iso_utc,
-    label_created_at,
+    name_created_at,
 )
 from precisionbot.runners.registry import RunnerRegistry
 from precisionbot.runners.userdata import render_user_data
@@ -89,13 +89,13 @@ def launch(
     log: Log = lambda _: None,
 ) -> Launched:
     """Register a JIT runner, start one instance that runs it, wait until it is online."""
-    jit = registry.create_jit_config(runner.repo, runner.label, runner.labels, runner.runner_group_id)
-    log(f"registered just-in-time runner {runner.label} (id {jit.runner.id}) in {runner.repo}")
+    jit = registry.create_jit_config(runner.repo, runner.name, runner.labels, runner.runner_group_id)
+    log(f"registered just-in-time runner {runner.name} (id {jit.runner.id}) in {runner.repo}")
     try:
         user_data = render_user_data(runner, jit.encoded)
         expires_at = clock.now() + timedelta(minutes=runner.ttl_minutes)
         tags = {
-            "Name": runner.label,
+            "Name": runner.name,
             TAG_REPO: runner.repo,
             TAG_RUN_ID: run_id,
             TAG_PR: pr or "",
@@ -114,7 +114,7 @@ def launch(
         if isinstance(exc, PrecisionbotError):
             raise type(exc)(f"{exc}; {cleanup}") from exc
         raise
-    log(f"runner {runner.label} is online on {started.id}")
+    log(f"runner {runner.name} ({runner.label}) is online on {started.id}")
     return Launched(label=runner.label, instance_id=started.id, runner_id=jit.runner.id)
 
 
@@ -134,16 +134,16 @@ def _wait_online(
         state = found[0].state if found else "gone"
         if state not in ("pending", "running"):
             raise CloudError(
-                f"instance {instance_id} is {state} before runner {runner.label} came online (its user-data "
+                f"instance {instance_id} is {state} before runner {runner.name} came online (its user-data "
                 f"failed or it was stopped: aws ec2 get-console-output --instance-id {instance_id})"
             )
         for item in registry.list_runners(runner.repo):
-            if (item.id == runner_id or item.name == runner.label) and item.status == "online":
+            if (item.id == runner_id or item.name == runner.name) and item.status == "online":
                 return
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
             raise CloudError(
-                f"runner {runner.label} did not come online within {timeout_s:g} s (check the AMI, the "
+                f"runner {runner.name} did not come online within {timeout_s:g} s (check the AMI, the "
                 f"subnet's route to github.com, and aws ec2 get-console-output --instance-id {instance_id}; "
                 "or raise --wait-timeout)"
             )
@@ -201,6 +201,7 @@ def terminate(
         log(f"no live instance for {'instance ' + str(instance_id) if instance_id else 'run ' + str(run_id)}")
     deleted: list[str] = []
     targets = {(i.tags.get(TAG_REPO, ""), i.tags[TAG_LABEL]) for i in found if i.tags.get(TAG_LABEL)}
+    names = {i.tags["Name"] for i in found if i.tags.get("Name", "").startswith(NAME_PREFIX)}
     if registry is None:
         if targets:
             log("no GitHub token: leaving any runner registration to `precisionbot runner reap`")
@@ -208,7 +209,7 @@ def terminate(
         for repo in sorted({repo for repo, _ in targets if repo}):
             labels = {label for r, label in targets if r == repo}
             for item in registry.list_runners(repo):
-                ours = item.name in labels or labels.intersection(item.labels)
+                ours = item.name in names or labels.intersection(item.labels)
                 if ours and registry.delete_runner(repo, item.id):
                     deleted.append(item.name)
                     log(f"deleted runner registration {item.name}")
@@ -232,7 +233,8 @@ def reap(
     """
     tagged = cloud.find_instances(tag_keys=[TAG_EXPIRES_AT])
     expired = tuple(i for i in tagged if i.live and i.expires_at is not None and i.expires_at <= now)
-    keep_labels = {i.label for i in tagged if i.live and i not in expired and i.label}
+    kept = [i for i in tagged if i.live and i not in expired]
+    keep = {i.label for i in kept if i.label} | {i.tags["Name"] for i in kept if "Name" in i.tags}
     verb = "would terminate" if dry_run else "terminating"
     for item in expired:
         log(f"{verb} {item.id} ({item.label or 'no label'}, expired {item.tags.get(TAG_EXPIRES_AT)})")
@@ -243,14 +245,15 @@ def reap(
     if registry is not None:
         for repo in repos:
             for runner in registry.list_runners(repo):
-                created = label_created_at(runner.name)
+                created = name_created_at(runner.name)
                 if (
                     runner.status == "offline"
                     and not runner.busy
-                    and runner.name.startswith(LABEL_PREFIX)
+                    and runner.name.startswith(NAME_PREFIX)
                     and created is not None
                     and now - created >= runner_grace
-                    and runner.name not in keep_labels
+                    and runner.name not in keep
+                    and not keep.intersection(runner.labels)
                 ):
                     log(f"{'would delete' if dry_run else 'deleting'} offline runner {runner.name} in {repo}")
                     if dry_run or registry.delete_runner(repo, runner.id):

@@ -82,8 +82,8 @@ def instance_spec(**overrides: object) -> InstanceSpec:
     return InstanceSpec(**fields)  # type: ignore[arg-type]
 
 
-def runner_spec(label: str = "precisionbot-77-tabc-0001", **overrides: object) -> RunnerSpec:
-    fields: dict[str, object] = {"repo": REPO, "label": label, "ttl_minutes": 90}
+def runner_spec(name: str = "precisionbot-77-tabc-0001", **overrides: object) -> RunnerSpec:
+    fields: dict[str, object] = {"repo": REPO, "name": name, "label": name, "ttl_minutes": 90}
     fields.update(overrides)
     return RunnerSpec(**fields)  # type: ignore[arg-type]
 

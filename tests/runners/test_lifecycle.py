@@ -14,7 +14,7 @@ import pytest
 from precisionbot.errors import CloudError
 from precisionbot.runners.cloud import Ec2Cloud
 from precisionbot.runners.lifecycle import launch, reap, terminate
-from precisionbot.runners.model import new_label
+from precisionbot.runners.model import new_runner_name
 from precisionbot.runners.registry import GitHubRunnerRegistry
 from tests.runners.conftest import REPO, START, TOKEN, FakeClock, instance_spec, runner_spec, seed_runner
 from tests.support.fake_github import FakeGitHub
@@ -153,13 +153,15 @@ def test_launch_deletes_the_registration_when_the_instance_cannot_start(
     assert all_instances() == []
 
 
-def _launch_plain(cloud: Ec2Cloud, registry: GitHubRunnerRegistry, github: FakeGitHub, run_id: str) -> str:
+def _launch_plain(
+    cloud: Ec2Cloud, registry: GitHubRunnerRegistry, github: FakeGitHub, run_id: str, label: str | None = None
+) -> str:
     clock = FakeClock()
     clock.on_sleep = come_online_after(github, polls=1)
-    label = new_label(run_id, clock.now())
+    name = new_runner_name(run_id, clock.now())
     return launch(
         instance_spec(),
-        runner_spec(label),
+        runner_spec(name, label=label or name),
         run_id=run_id,
         pr=None,
         cloud=cloud,
@@ -184,6 +186,20 @@ def test_terminate_by_instance_id_is_idempotent_and_removes_the_registration(
     assert again.instance_ids == () and again.runner_names == ()
     unknown = terminate(cloud=cloud, registry=registry, instance_id="i-0123456789abcdef0")
     assert unknown.instance_ids == ()
+
+
+def test_a_predictable_label_selects_the_runner_and_terminate_still_finds_it(
+    cloud: Ec2Cloud, registry: GitHubRunnerRegistry, github: FakeGitHub
+) -> None:
+    # A matrix workflow cannot pass one output per leg, so the GPU job's runs-on is a label both jobs compute.
+    instance_id = _launch_plain(cloud, registry, github, "900", label="precisionbot-900-1-0")
+    (runner,) = github.runners()
+    assert runner["name"].startswith("precisionbot-900-t")
+    assert "precisionbot-900-1-0" in [item["name"] for item in runner["labels"]]
+    tags = cloud.find_instances(instance_ids=[instance_id])[0].tags
+    assert tags["precisionbot:label"] == "precisionbot-900-1-0" and tags["Name"] == runner["name"]
+    assert terminate(cloud=cloud, registry=registry, instance_id=instance_id).runner_names == (runner["name"],)
+    assert github.runners() == []
 
 
 def test_terminate_by_run_id_finds_instances_by_tag(
@@ -240,12 +256,12 @@ def test_reap_removes_only_expired_instances_and_stale_offline_runners(
     fresh = _tagged_instance("2026-03-01T12:30:00Z", "precisionbot-2-tx-0002")
     untagged = ec2().run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
 
-    old = new_label("3", now - timedelta(hours=2))
+    old = new_runner_name("3", now - timedelta(hours=2))
     stale = seed_runner(github, old)
-    seed_runner(github, new_label("4", now - timedelta(minutes=5)))  # still booting: too young
-    seed_runner(github, new_label("5", now - timedelta(hours=2)), status="online")
+    seed_runner(github, new_runner_name("4", now - timedelta(minutes=5)))  # still booting: too young
+    seed_runner(github, new_runner_name("5", now - timedelta(hours=2)), status="online")
     seed_runner(github, "gpu-pool-1")  # not ours
-    attached = new_label("6", now - timedelta(hours=2))
+    attached = new_runner_name("6", now - timedelta(hours=2))
     seed_runner(github, attached)
     _tagged_instance("2026-03-01T14:00:00Z", attached)  # its live, unexpired instance keeps it
     before = {r["id"] for r in github.runners()}
