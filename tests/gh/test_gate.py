@@ -287,3 +287,10 @@ def test_parse_event_from_payloads() -> None:
         },
     )
     assert fork.is_fork  # a deleted fork is still a fork
+
+
+def test_garbled_payload_is_a_data_error_naming_the_field() -> None:
+    from precisionbot.errors import DataError
+
+    with pytest.raises(DataError, match="'comment'"):
+        parse_event("issue_comment", {"action": "created", "issue": {"number": 1}})

@@ -1,0 +1,142 @@
+"""``github comment`` end to end: result directories -> renderer -> sticky comment over HTTP, summary, outputs."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from precisionbot import cli
+from precisionbot.cli import main
+from precisionbot.commands.github import ActionEnv, comment_action
+from precisionbot.config import Config
+from precisionbot.report import COMMENT_MARKER
+from precisionbot.resultdir import write_result
+from precisionbot.results import CheckResult, EngineInfo, RunResult, Verdict
+from tests.gh.conftest import rest
+from tests.gh.test_workflow import parse_outputs
+from tests.support.fake_github import FakeGitHub
+
+
+@pytest.fixture(autouse=True)
+def only_our_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CLI root imports every command module; these tests need only ours (others may not exist yet).
+    monkeypatch.setattr(cli, "COMMANDS", ("github",))
+
+
+def result_dir(tmp_path: Path, name: str, verdict: Verdict, model: str = "tiny") -> str:
+    check = CheckResult(
+        name="match",
+        verdict=verdict,
+        reasons=("mean k3 1.2e-3 is above 1e-3",) if verdict is Verdict.FAIL else (),
+        stats={
+            "positions": 100,
+            "samples": 4,
+            "mean_k3": 1e-6,
+            "p50": 0.0,
+            "p99": 1e-5,
+            "p999": 1e-5,
+            "max": 2e-5,
+            "frac_over": {"1e-4": 0.0, "1e-3": 0.0, "1e-2": 0.0},
+        },
+    )
+    run = RunResult.from_checks(
+        [check],
+        signature="abc",
+        engine=EngineInfo(url="http://e", kind="builtin"),
+        environment={"model": model, "tp": 1},
+    )
+    directory = tmp_path / name
+    write_result(directory, run)
+    return str(directory)
+
+
+def env_for(fake: FakeGitHub, tmp_path: Path) -> ActionEnv:
+    (tmp_path / "out").write_text("")
+    (tmp_path / "summary.md").write_text("")
+    return ActionEnv(
+        token=fake.token,
+        api_url=fake.url,
+        repository=fake.repo,
+        output=str(tmp_path / "out"),
+        step_summary=str(tmp_path / "summary.md"),
+        run_id="42",
+    )
+
+
+def test_two_runs_one_comment_verdict_and_exit_code(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    fake_github.add_pull(7)
+    env = env_for(fake_github, tmp_path)
+    dirs = [result_dir(tmp_path, "a", Verdict.PASS), result_dir(tmp_path, "b", Verdict.FAIL, model="other")]
+    assert comment_action(env, Config.default(), rest(fake_github), dirs, pr=7, out=io.StringIO()) == 1
+    assert comment_action(env, Config.default(), rest(fake_github), dirs[:1], pr=7, out=io.StringIO()) == 0
+    (comment,) = fake_github.comments(7)
+    assert str(comment["body"]).startswith(COMMENT_MARKER) and "tiny" in str(comment["body"])
+    outputs = parse_outputs((tmp_path / "out").read_text().split("verdict<<", 1)[0] or "")
+    assert outputs == {}  # nothing before the first run's outputs
+    runs = (tmp_path / "out").read_text()
+    assert runs.count("verdict<<") == 2
+    last = parse_outputs("verdict<<" + runs.rsplit("verdict<<", 1)[1])
+    assert last["verdict"] == "pass" and last["comment-url"] == comment["html_url"]
+    assert "precisionbot" in (tmp_path / "summary.md").read_text()
+
+
+def test_refused_post_is_a_warning_and_the_verdict_still_counts(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    fake_github.add_pull(7)
+    fake_github.fail_next(
+        "GET", r"/issues/7/comments$", 403, body={"message": "Resource not accessible by integration"}
+    )
+    env = env_for(fake_github, tmp_path)
+    log = io.StringIO()
+    code = comment_action(
+        env, Config.default(), rest(fake_github, retries=0), [result_dir(tmp_path, "a", Verdict.FAIL)], pr=7, out=log
+    )
+    assert code == 1
+    assert (
+        "::warning::precisionbot: could not post the PR comment: GitHub GET issues/7/comments failed" in log.getvalue()
+    )
+    assert parse_outputs((tmp_path / "out").read_text()) == {"verdict": "fail", "comment-url": ""}
+
+
+def test_cli_reads_the_pr_from_the_event_and_the_token_from_env(
+    fake_github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_github.add_pull(9)
+    event = tmp_path / "event.json"
+    event.write_text('{"action": "opened", "pull_request": {"number": 9}}')
+    monkeypatch.chdir(tmp_path)  # no .github/precision.yml here: built-in defaults
+    for key, value in {
+        "GITHUB_TOKEN": "wrong",
+        "PRECISIONBOT_GITHUB_TOKEN": fake_github.token or "",
+        "GITHUB_API_URL": fake_github.url,
+        "GITHUB_REPOSITORY": fake_github.repo,
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_OUTPUT": str(tmp_path / "out"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+    }.items():
+        monkeypatch.setenv(key, value)
+    assert main(["github", "comment", result_dir(tmp_path, "r", Verdict.INCONCLUSIVE)]) == 2
+    assert len(fake_github.comments(9)) == 1
+    assert parse_outputs((tmp_path / "out").read_text())["verdict"] == "inconclusive"
+
+
+def test_cli_plan_without_event_is_a_setup_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH"):
+        monkeypatch.delenv(key, raising=False)
+    assert main(["github", "plan"]) == 3
+    assert "GITHUB_EVENT_NAME, GITHUB_EVENT_PATH not set" in capsys.readouterr().err
+
+
+def test_missing_result_dir_is_a_setup_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.delenv("PRECISIONBOT_GITHUB_TOKEN", raising=False)
+    assert main(["github", "comment", str(tmp_path / "nope")]) == 3
+    assert "nope" in capsys.readouterr().err
