@@ -296,7 +296,7 @@ def _vs_baseline(checks: Sequence[CheckResult], baseline_stats: BaselineStats) -
         out.append(
             Diagnosis(
                 "vs_baseline",
-                f"{c.name}: {label} is {sig(r)}× the baseline run's own ({sig(now)} vs {sig(then)}).",
+                f"{c.name}: {label} is {sig(r)}× the baseline's ({sig(now)} vs {sig(then)}).",
                 c.name,
             )
         )

@@ -153,12 +153,27 @@ def _headline_key(c: CheckResult) -> str:
 
 
 def baseline_stats_of(section: ReportSection) -> BaselineStats | None:
+    """What "vs baseline" compares with: the section's own, else ``run.baseline["stats"]``, else the golden
+    check's noise band (its KL p99 is what two known-good builds differ by)."""
     if section.baseline_stats is not None:
         return section.baseline_stats
     stats = (section.run.baseline or {}).get("stats")
-    if isinstance(stats, Mapping) and all(isinstance(v, Mapping) for v in stats.values()):
+    if isinstance(stats, Mapping) and stats and all(isinstance(v, Mapping) for v in stats.values()):
         return stats
+    golden = section.run.check("golden")
+    band = golden.stats.get("band") if golden is not None else None
+    if isinstance(band, Mapping) and isinstance(band.get("kl_p99"), (int, float)):
+        return {"golden": {"kl_p99": float(band["kl_p99"])}}
     return None
+
+
+def baseline_info(run: RunResult) -> Mapping[str, Any] | None:
+    """The baseline compared against: ``run.baseline``, else what the golden check recorded about it."""
+    if run.baseline is not None:
+        return run.baseline
+    golden = run.check("golden")
+    info = golden.extra.get("baseline") if golden is not None else None
+    return info if isinstance(info, Mapping) else None
 
 
 def _check_row(c: CheckResult, base: BaselineStats | None, previous: RunResult | None) -> CheckRow:
@@ -235,7 +250,7 @@ def _environment(run: RunResult) -> str:
             parts.append(f"{name} {label_text(str(env[key]))}")
     engine = f"engine {label_text(run.engine.kind)} {label_text(short_sha(run.engine.commit))}"
     parts.append(engine)
-    b = run.baseline
+    b = baseline_info(run)
     if b is None:
         parts.append("no baseline")
     else:
