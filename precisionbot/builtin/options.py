@@ -1,0 +1,133 @@
+"""Engine options and the fault catalogue (CONTRACT: "Builtin engine faults").
+
+Options are launch arguments, like an SGLang server's: they are reported by ``/server_info`` and two engines
+with different options are different engines (a baseline signature includes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from precisionbot.errors import ConfigError
+
+FAULT_NAMES: tuple[str, ...] = (
+    "restore-layer0-only",
+    "restore-stale-page",
+    "cache-decode-kv-rounded",
+    "attn-p-fp8",
+    "attn-p-fp8-scaled",
+    "attn-p-bf16",
+    "mantissa",
+    "chunk-boundary",
+    "batch-variant",
+    "nondeterministic",
+)
+"""Every fault name, in CONTRACT's table order. Only ``mantissa`` takes a value (``mantissa=N``)."""
+
+_VALUED = {"mantissa": (1, 23)}
+"""Faults that need ``=VALUE``, with the inclusive integer range of the value."""
+
+DTYPES = ("bfloat16", "float32")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One switched-on fault."""
+
+    name: str
+    """A member of ``FAULT_NAMES``."""
+    value: int | None = None
+    """The ``=VALUE`` part (mantissa bits for ``mantissa``), else None."""
+
+    def spec(self) -> str:
+        """The ``NAME[=VALUE]`` text that ``parse_fault`` reads back."""
+        return self.name if self.value is None else f"{self.name}={self.value}"
+
+
+def parse_fault(spec: str) -> Fault:
+    """Parse ``NAME`` or ``NAME=VALUE``; an unknown name or a bad value raises ``ConfigError``."""
+    name, sep, raw = spec.strip().partition("=")
+    name = name.strip()
+    if name not in FAULT_NAMES:
+        raise ConfigError(f"unknown fault {spec!r}; valid faults: {', '.join(FAULT_NAMES)} (mantissa takes =N)")
+    bounds = _VALUED.get(name)
+    if bounds is None:
+        if sep:
+            raise ConfigError(f"fault {name!r} takes no value (got {spec!r}); write just --fault {name}")
+        return Fault(name)
+    low, high = bounds
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(
+            f"fault {name!r} needs an integer value {low}..{high}, e.g. --fault {name}=5 (got {spec!r})"
+        ) from None
+    if not low <= value <= high:
+        raise ConfigError(f"fault {name}={value}: the value must be between {low} and {high}")
+    return Fault(name, value)
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Launch arguments of the builtin engine. Every field has a default: ``EngineOptions()`` is the clean engine."""
+
+    seed: int = 0
+    """Seeds the weights (with the corpus statistics) and, unless a request brings its own, sampling."""
+    page_size: int = 16
+    """Tokens per KV page; the prefix cache matches whole pages."""
+    chunked_prefill_size: int = 512
+    """Most prompt tokens one prefill step computes (summed over the requests in that step)."""
+    disable_radix_cache: bool = False
+    """No prefix reuse at all (every request reports ``cached_tokens`` 0)."""
+    faults: tuple[Fault, ...] = ()
+    """Switched-on faults (several at once allowed)."""
+    dtype: str = "bfloat16"
+    """Activation and KV-cache dtype, ``bfloat16`` (default, like production engines) or ``float32``."""
+    device: str | None = None
+    """torch device; None picks ``cuda`` when available, else ``cpu``."""
+    max_context_tokens: int = 16384
+    """Longest prompt + new tokens one request may have."""
+    kv_pool_tokens: int = 262144
+    """KV slots in the paged pool (running requests plus the prefix cache, which evicts LRU pages)."""
+    max_running_requests: int = 64
+    """Requests decoded together at most; more wait in the queue."""
+    d_model: int = 128
+    n_layers: int = 2
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    head_dim: int = 16
+    mlp_hidden: int = 256
+
+    def __post_init__(self) -> None:
+        if self.page_size < 1 or self.page_size > 1024:
+            raise ConfigError(f"page_size must be 1..1024 (got {self.page_size})")
+        if self.chunked_prefill_size < 1:
+            raise ConfigError(f"chunked_prefill_size must be >= 1 (got {self.chunked_prefill_size})")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)} (got {self.dtype!r})")
+        if self.max_context_tokens < 8192:
+            raise ConfigError(f"max_context_tokens must be >= 8192 (got {self.max_context_tokens})")
+        if self.kv_pool_tokens < 2 * self.max_context_tokens:
+            raise ConfigError(
+                f"kv_pool_tokens ({self.kv_pool_tokens}) must be at least 2 x max_context_tokens "
+                f"({self.max_context_tokens})"
+            )
+        if self.n_heads % self.n_kv_heads:
+            raise ConfigError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
+        if self.head_dim % 2 or self.n_layers < 1 or self.max_running_requests < 1:
+            raise ConfigError("head_dim must be even, n_layers and max_running_requests >= 1")
+        names = [f.name for f in self.faults]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"a fault is given twice: {', '.join(f.spec() for f in self.faults)}")
+
+    def has_fault(self, name: str) -> bool:
+        return any(f.name == name for f in self.faults)
+
+    def fault_value(self, name: str) -> int | None:
+        for fault in self.faults:
+            if fault.name == name:
+                return fault.value
+        return None
+
+    def fault_specs(self) -> list[str]:
+        return [f.spec() for f in self.faults]

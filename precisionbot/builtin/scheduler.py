@@ -1,0 +1,250 @@
+"""The scheduler: one background thread that admits requests, runs chunked prefill and batched decode.
+
+HTTP handler threads only ``submit`` requests and wait on them. Each loop iteration runs at most one
+prefill step (up to ``chunked_prefill_size`` prompt tokens across requests) and one decode step (one token
+for every decoding request), so concurrent requests share batches and prefill and decode run with
+different shapes, as in a real engine. The restore and cache-insert faults live here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+import torch
+
+from precisionbot.builtin.kvcache import Node, PageAllocator, RadixCache
+from precisionbot.builtin.model import Model, Segment
+from precisionbot.builtin.options import EngineOptions
+from precisionbot.builtin.request import Request
+from precisionbot.builtin.sampling import record_input_logprobs, sample_next
+
+_IDLE_WAIT_S = 0.05
+
+
+class Scheduler:
+    def __init__(self, options: EngineOptions, model: Model) -> None:
+        self.options = options
+        self.model = model
+        self.ps = options.page_size
+        self.allocator = PageAllocator(options.kv_pool_tokens // self.ps)
+        self.cache = RadixCache(self.allocator, self.ps)
+        self.mutex = threading.Lock()
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._serial = 0
+        self._thread = threading.Thread(target=self._loop, name="builtin-scheduler", daemon=True)
+
+    # ---- called from HTTP threads -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=30)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and not self._stop.is_set()
+
+    def submit(self, requests: list[Request]) -> None:
+        with self.mutex:
+            for req in requests:
+                self._serial += 1
+                seed = self.options.seed * 1_000_003 + self._serial
+                sampling_seed = req.sampling.sampling_seed
+                req.generator = torch.Generator().manual_seed(seed if sampling_seed is None else sampling_seed)
+                if self.options.has_fault("nondeterministic"):
+                    # Seeded per request, so a rerun of the same prompt draws different noise (run-to-run).
+                    req.noise = torch.Generator().manual_seed(seed * 7 + 3)
+                self.waiting.append(req)
+        self._wake.set()
+
+    def flush(self) -> bool:
+        """Drops the prefix cache; False (nothing done) while requests are running or waiting."""
+        with self.mutex:
+            if self.waiting or self.running:
+                return False
+            self.cache.reset()
+            return True
+
+    def load(self) -> tuple[int, int]:
+        return len(self.running), len(self.waiting)
+
+    # ---- the scheduler thread ----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with self.mutex:
+                try:
+                    self._admit()
+                    busy = self._prefill_step()
+                    busy = self._decode_step() or busy
+                except Exception as exc:  # keep serving: fail what was in flight, with the reason
+                    self._fail_all(f"engine error: {type(exc).__name__}: {exc}")
+                    busy = False
+            if not busy:
+                self._wake.wait(_IDLE_WAIT_S)
+                self._wake.clear()
+
+    def _fail_all(self, message: str) -> None:
+        for req in [*self.running, *self.waiting]:
+            req.error = message
+            self._release(req, insert=False)
+            req.finished_at = time.perf_counter()
+            req.done.set()
+            req.events.put(-1)
+        self.running.clear()
+        self.waiting.clear()
+
+    def _admit(self) -> None:
+        while self.waiting and len(self.running) < self.options.max_running_requests:
+            req = self.waiting[0]
+            n_in = len(req.input_ids)
+            path: list[Node] = []
+            if not self.options.disable_radix_cache:
+                cap = min(n_in - 1, req.logprob.logprob_start_len) if req.logprob.return_logprob else n_in - 1
+                path = self.cache.match(req.input_ids, cap)
+            self.cache.lock(path)
+            total_pages = -(-(n_in + req.sampling.max_new_tokens) // self.ps)
+            fresh = total_pages - len(path)
+            if self.options.has_fault("restore-layer0-only"):
+                fresh = total_pages
+            elif self.options.has_fault("restore-stale-page") and path:
+                fresh += 1
+            if self.allocator.free_count < fresh:
+                self.cache.evict(fresh - self.allocator.free_count)
+            if self.allocator.free_count < fresh:
+                self.cache.unlock(path)
+                if not self.running:
+                    raise MemoryError(f"KV pool too small for request {req.rid} ({n_in} prompt tokens)")
+                return  # wait for running requests to free pages
+            self.waiting.popleft()
+            req.pages = self._restore(path, self.allocator.alloc(fresh), req)
+            req.cached_tokens = len(path) * self.ps
+            req.computed = req.first_computed = req.cached_tokens
+            pages = torch.tensor(req.pages, dtype=torch.int64)
+            req.slots = (pages[:, None] * self.ps + torch.arange(self.ps)).flatten()
+            if req.logprob.return_logprob:
+                start = req.logprob.logprob_start_len
+                req.input_logprobs = [(None, req.input_ids[start])]
+                req.input_top = [None]
+                req.input_ids_lp = [None]
+            self.running.append(req)
+
+    def _restore(self, path: list[Node], fresh: list[int], req: Request) -> list[int]:
+        """The pages a request starts from: the cached prefix's pages, then fresh ones."""
+        cached = [node.page for node in path]
+        if self.options.has_fault("restore-layer0-only") and path:
+            # The bug: copying the cached prefix into the request's own pages restores layer 0 only.
+            own = fresh[: len(path)]
+            src, dst = self._page_slots(cached), self._page_slots(own)
+            self.model.k_pool[:, dst] = 0
+            self.model.v_pool[:, dst] = 0
+            self.model.k_pool[0, dst] = self.model.k_pool[0, src]
+            self.model.v_pool[0, dst] = self.model.v_pool[0, src]
+            self.cache.unlock(path)
+            path.clear()
+            return fresh
+        req.prefix_path = path
+        if self.options.has_fault("restore-stale-page") and path:
+            # The bug: the last restored page is a freshly allocated one whose old contents were never
+            # overwritten with the cached KV (stale data of whatever used that page before).
+            return cached[:-1] + fresh
+        return cached + fresh
+
+    def _page_slots(self, pages: list[int]) -> torch.Tensor:
+        p = torch.tensor(pages, dtype=torch.int64)
+        return (p[:, None] * self.ps + torch.arange(self.ps)).flatten().to(self.model.device)
+
+    def _prefill_step(self) -> bool:
+        budget, segments, owners = self.options.chunked_prefill_size, [], []
+        chunk_fault = self.options.has_fault("chunk-boundary")
+        for req in self.running:
+            if budget <= 0:
+                break
+            if not req.prefilling:
+                continue
+            n = min(budget, len(req.input_ids) - req.computed)
+            assert req.slots is not None
+            offset = -1 if chunk_fault and req.computed > req.first_computed else 0
+            segments.append(
+                Segment(req.input_ids[req.computed : req.computed + n], req.computed, req.slots, offset, req.noise)
+            )
+            owners.append(req)
+            budget -= n
+        if not segments:
+            return False
+        self.model.forward(segments)
+        for req, seg in zip(owners, segments, strict=True):
+            assert seg.out_logits is not None
+            record_input_logprobs(req, seg.start, seg.out_logits)
+            req.computed += len(seg.tokens)
+            if not req.prefilling:
+                if req.sampling.max_new_tokens == 0:
+                    self._finish(req, {"type": "length", "length": 0})
+                else:
+                    self._append(req, seg.out_logits[-1])
+        return True
+
+    def _decode_step(self) -> bool:
+        batch = [r for r in self.running if not r.prefilling and r.finish_reason is None]
+        if not batch:
+            return False
+        segments = []
+        for req in batch:
+            assert req.slots is not None
+            pos = len(req.input_ids) + len(req.output_ids) - 1
+            segments.append(Segment([req.output_ids[-1]], pos, req.slots, 0, req.noise))
+        self.model.forward(segments)
+        for req, seg in zip(batch, segments, strict=True):
+            assert seg.out_logits is not None
+            req.computed += 1
+            self._append(req, seg.out_logits[0])
+        return True
+
+    def _append(self, req: Request, logits: torch.Tensor) -> None:
+        reason = sample_next(req, logits)
+        if reason is not None:
+            self._finish(req, reason)
+        elif req.stream:
+            req.events.put(len(req.output_ids))
+
+    def _finish(self, req: Request, reason: dict[str, object]) -> None:
+        req.finish_reason = reason
+        self._release(req, insert=not self.options.disable_radix_cache)
+        self.running.remove(req)
+        req.finished_at = time.perf_counter()
+        req.done.set()
+        req.events.put(-1)
+
+    def _release(self, req: Request, *, insert: bool) -> None:
+        """Hands a request's full pages to the prefix cache and frees the rest."""
+        pages, keep = req.pages, 0
+        if insert and pages:
+            keep = min(req.computed // self.ps, len(pages))
+            adopted, duplicates = self.cache.insert(req.seq[: keep * self.ps], pages[:keep])
+            if self.options.has_fault("cache-decode-kv-rounded"):
+                self._round_decode_kv(req, adopted)
+            self.allocator.free(duplicates)
+        cached = {node.page for node in req.prefix_path}
+        self.allocator.free([p for p in pages[keep:] if p not in cached])
+        self.cache.unlock(req.prefix_path)
+        req.prefix_path = []
+        req.pages = []
+
+    def _round_decode_kv(self, req: Request, adopted: list[int]) -> None:
+        """The bug: KV written by decode steps is stored into the prefix cache rounded to fp8 e4m3."""
+        first_decode = len(req.input_ids)
+        index = {page: i for i, page in enumerate(req.pages)}
+        slots = [
+            page * self.ps + j for page in adopted for j in range(self.ps) if index[page] * self.ps + j >= first_decode
+        ]
+        if not slots:
+            return
+        s = torch.tensor(slots, dtype=torch.int64, device=self.model.device)
+        for pool in (self.model.k_pool, self.model.v_pool):
+            pool[:, s] = pool[:, s].to(torch.float8_e4m3fn).to(pool.dtype)

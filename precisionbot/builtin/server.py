@@ -1,0 +1,274 @@
+"""The SGLang-compatible HTTP server (stdlib ``ThreadingHTTPServer``) in a background thread of this process.
+
+Handler threads parse and validate, ``submit`` to the scheduler thread and wait; one scheduler thread runs
+the model. Every client error is HTTP 400 ``{"error": {"message": ...}}`` and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+import torch
+
+from precisionbot import __version__
+from precisionbot.builtin.api import BadRequest, parse_generate, response
+from precisionbot.builtin.model import Model
+from precisionbot.builtin.openai_api import MODEL_NAME, completion_response, parse_completions
+from precisionbot.builtin.options import EngineOptions
+from precisionbot.builtin.request import LogprobParams, Request, SamplingParams
+from precisionbot.builtin.scheduler import Scheduler
+from precisionbot.builtin.tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE
+from precisionbot.builtin.weights import build_weights
+from precisionbot.errors import EngineStartError
+
+REQUEST_TIMEOUT_S = 3600.0
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+class Engine:
+    """Weights, model, KV pool and scheduler for ``options``."""
+
+    def __init__(self, options: EngineOptions) -> None:
+        self.options = options
+        device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device(device)
+        model = Model(options, build_weights(options), options.kv_pool_tokens, self.device)
+        self.scheduler = Scheduler(options, model)
+
+    def server_info(self) -> dict[str, Any]:
+        o = self.options
+        model_config = {
+            "vocab_size": VOCAB_SIZE, "d_model": o.d_model, "n_layers": o.n_layers, "n_heads": o.n_heads,
+            "n_kv_heads": o.n_kv_heads, "head_dim": o.head_dim, "mlp_hidden": o.mlp_hidden,
+            "bos_token_id": BOS_ID, "eos_token_id": EOS_ID,
+        }  # fmt: skip
+        return {
+            "model_path": MODEL_NAME,
+            "tokenizer_path": None,
+            "served_model_name": MODEL_NAME,
+            "dtype": o.dtype,
+            "kv_cache_dtype": "auto",
+            "device": self.device.type,
+            "tp_size": 1,
+            "dp_size": 1,
+            "page_size": o.page_size,
+            "chunked_prefill_size": o.chunked_prefill_size,
+            "disable_radix_cache": o.disable_radix_cache,
+            "max_running_requests": o.max_running_requests,
+            "context_length": o.max_context_tokens,
+            "max_total_num_tokens": o.kv_pool_tokens,
+            "attention_backend": "builtin",
+            "enable_deterministic_inference": not any(
+                f.name in ("nondeterministic", "batch-variant") for f in o.faults
+            ),
+            "random_seed": o.seed,
+            "faults": o.fault_specs(),
+            "model_config": model_config,
+            "torch_version": torch.__version__,
+            "version": f"precisionbot-builtin {__version__}",
+        }
+
+    def run(self, requests: list[Request]) -> None:
+        self.scheduler.submit(requests)
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S
+        for req in requests:
+            if not req.done.wait(max(0.0, deadline - time.monotonic())):
+                raise TimeoutError(f"request {req.rid} did not finish in {REQUEST_TIMEOUT_S:.0f} s")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    engine: Engine
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests and CI logs stay readable
+        pass
+
+    # ---- plumbing ----
+    def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str) -> None:
+        self._send(status, {"error": {"message": message, "code": status}})
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            raise BadRequest(f"request body too large ({length} bytes)")
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"malformed JSON body: {exc}") from None
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def _route(self, method: str) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/") or "/"
+        try:
+            body = self._body() if method == "POST" else {}
+            handler = _ROUTES.get(path)
+            if handler is None:
+                self._error(404, f"no route {path}")
+                return
+            handler(self, body)
+        except BadRequest as exc:
+            self._error(400, str(exc))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        except Exception as exc:  # a bug of ours: answer 500 and keep serving
+            self._error(500, f"{type(exc).__name__}: {exc}")
+
+    # ---- endpoints ----
+    def health(self, body: Any) -> None:
+        ok = self.engine.scheduler.alive
+        self._send(200 if ok else 503, b"", "text/plain")
+
+    def health_generate(self, body: Any) -> None:
+        req = Request("health", [BOS_ID], SamplingParams(max_new_tokens=1, temperature=0.0), LogprobParams())
+        self.engine.run([req])
+        self._send(200 if req.error is None else 503, b"", "text/plain")
+
+    def flush_cache(self, body: Any) -> None:
+        if self.engine.scheduler.flush():
+            self._send(200, b"Cache flushed.\n", "text/plain")
+        else:
+            self._send(400, b"Cache not flushed: requests are running or waiting. Retry later.\n", "text/plain")
+
+    def server_info(self, body: Any) -> None:
+        self._send(200, self.engine.server_info())
+
+    def model_info(self, body: Any) -> None:
+        self._send(200, {"model_path": MODEL_NAME, "tokenizer_path": None, "is_generation": True})
+
+    def models(self, body: Any) -> None:
+        entry = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "precisionbot",
+                 "root": MODEL_NAME, "max_model_len": self.engine.options.max_context_tokens}  # fmt: skip
+        self._send(200, {"object": "list", "data": [entry]})
+
+    def generate(self, body: Any) -> None:
+        call = parse_generate(body, self.engine.options.max_context_tokens)
+        if call.stream:
+            self._stream(call.requests, call.batch, call.text_in_logprobs)
+            return
+        self.engine.run(call.requests)
+        failed = next((r.error for r in call.requests if r.error), None)
+        if failed:
+            self._error(500, failed)
+            return
+        now = time.perf_counter()
+        out = [response(r, call.text_in_logprobs, now) for r in call.requests]
+        self._send(200, out if call.batch else out[0])
+
+    def _stream(self, requests: list[Request], batch: bool, text_in: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        self.engine.scheduler.submit(requests)
+        for index, req in enumerate(requests):
+            while True:
+                event = req.events.get(timeout=REQUEST_TIMEOUT_S)
+                while event >= 0 and not req.events.empty():  # a slow reader gets the latest state once
+                    event = req.events.get_nowait()
+                with self.engine.scheduler.mutex:
+                    chunk = response(req, text_in, time.perf_counter())
+                if req.error:
+                    chunk = {"error": {"message": req.error}}
+                if batch:
+                    chunk["index"] = index
+                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.flush()
+                if event < 0:
+                    break
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def completions(self, body: Any) -> None:
+        requests, echo = parse_completions(body, self.engine.options.max_context_tokens)
+        self.engine.run(requests)
+        failed = next((r.error for r in requests if r.error), None)
+        if failed:
+            self._error(500, failed)
+            return
+        self._send(200, completion_response(requests, body, echo))
+
+
+_ROUTES = {
+    "/health": _Handler.health,
+    "/health_generate": _Handler.health_generate,
+    "/flush_cache": _Handler.flush_cache,
+    "/server_info": _Handler.server_info,
+    "/get_server_info": _Handler.server_info,
+    "/get_model_info": _Handler.model_info,
+    "/v1/models": _Handler.models,
+    "/generate": _Handler.generate,
+    "/v1/completions": _Handler.completions,
+}
+
+
+class BuiltinServer:
+    """The builtin engine behind an SGLang-compatible HTTP server, in background threads of this process.
+
+    ``start()`` returns once ``/health`` would answer 200; ``url`` is then ``http://HOST:PORT``.
+    """
+
+    def __init__(self, options: EngineOptions, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.options = options
+        self.host = host
+        self.port = port
+        self.url = ""
+        self._engine: Engine | None = None
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> BuiltinServer:
+        engine = Engine(self.options)
+        handler = type("Handler", (_Handler,), {"engine": engine})
+        try:
+            httpd = ThreadingHTTPServer((self.host, self.port), handler)
+        except OSError as exc:
+            raise EngineStartError(f"cannot listen on {self.host}:{self.port}: {exc}; pick another --port") from exc
+        httpd.daemon_threads = True
+        engine.scheduler.start()
+        self._engine, self._httpd = engine, httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, name="builtin-http", daemon=True)
+        self._thread.start()
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        self.url = f"http://{host}:{httpd.server_address[1]}"
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._engine is not None:
+            self._engine.scheduler.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._httpd = self._engine = self._thread = None
+
+    def __enter__(self) -> BuiltinServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

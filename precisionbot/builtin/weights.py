@@ -1,0 +1,152 @@
+"""Deterministic weights: a corpus bigram model carried by the embeddings, plus seeded transformer layers.
+
+No training loop: byte-bigram log-probabilities counted on a fixed training text (pydoc topics and a few
+stdlib modules, both shipped with Python) give realistic next-token distributions, peaked after ``q`` and
+flat after a space. A low-rank factor of that table goes into the embedding and unembedding, so the residual
+stream carries the current byte; the seeded attention and MLP layers add a context-dependent part that is
+large enough that a broken KV cache moves logits by a tenth of a nat or more, and small enough to keep the
+distributions realistic. Same seed + same Python and torch versions give the same weights.
+"""
+
+from __future__ import annotations
+
+import pydoc_data.topics
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from precisionbot.builtin.options import EngineOptions
+from precisionbot.builtin.tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE
+
+TRAINING_MODULES = ("textwrap.py", "json/decoder.py", "argparse.py", "heapq.py", "shlex.py", "fractions.py")
+"""Stdlib sources mixed into the training text so code is as familiar to the model as prose."""
+
+BIGRAM_RANK = 96
+"""Rank of the bigram factor in the residual stream (the rest of d_model is free for the layers)."""
+SHARPNESS = 1.3
+"""Multiplies the bigram log-table: > 1 peaks the distributions, < 1 flattens them."""
+SMOOTHING = 2.0
+"""Pseudo-counts spread by the unigram distribution (interpolated add-k smoothing)."""
+ATTN_OUT_SCALE = 0.2
+MLP_OUT_SCALE = 0.05
+QK_SCALE = 3.0
+BROAD_QK_SCALE = 0.5
+BROAD_OUT_GAIN = 3.0
+"""The query heads of the first KV group attend broadly (near-uniform P over the whole context, a bag of
+context bytes): those P values fall under fp8's smallest subnormal at depth, which is what makes the unscaled
+fp8 P bug grow with context. The other heads are peaked (a few keys carry the mass)."""
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    attn_norm: torch.Tensor  # [d]
+    wqkv: torch.Tensor  # [d, (H + 2 Hkv) D]
+    wo: torch.Tensor  # [H D, d]
+    mlp_norm: torch.Tensor  # [d]
+    w_gate_up: torch.Tensor  # [d, 2 F]
+    w_down: torch.Tensor  # [F, d]
+
+
+@dataclass(frozen=True)
+class ModelWeights:
+    embed: torch.Tensor  # [V, d] float32 (the residual stream stays fp32)
+    layers: tuple[LayerWeights, ...]
+    final_norm: torch.Tensor  # [d]
+    unembed: torch.Tensor  # [d, V]
+
+
+_TEXT_CACHE: list[bytes] = []
+
+
+def training_documents() -> list[bytes]:
+    """The fixed training text, one document per pydoc topic and per stdlib module."""
+    if not _TEXT_CACHE:
+        docs = [text.encode("utf-8") for _, text in sorted(pydoc_data.topics.topics.items())]
+        stdlib = Path(sysconfig.get_paths()["stdlib"])
+        for name in TRAINING_MODULES:
+            path = stdlib / name
+            if path.is_file():
+                docs.append(path.read_bytes())
+        _TEXT_CACHE.extend(docs)
+    return list(_TEXT_CACHE)
+
+
+_TABLE_CACHE: dict[str, torch.Tensor] = {}
+
+
+def bigram_logprobs() -> torch.Tensor:
+    """``[V, V]`` float64 table: row a = log P(next | current byte a), smoothed; cached in memory."""
+    if "table" in _TABLE_CACHE:
+        return _TABLE_CACHE["table"]
+    counts = torch.zeros(VOCAB_SIZE * VOCAB_SIZE, dtype=torch.float64)
+    for doc in training_documents():
+        ids = torch.tensor([BOS_ID, *doc, EOS_ID], dtype=torch.int64)
+        pairs = ids[:-1] * VOCAB_SIZE + ids[1:]
+        counts += torch.bincount(pairs, minlength=VOCAB_SIZE * VOCAB_SIZE).to(torch.float64)
+    counts = counts.view(VOCAB_SIZE, VOCAB_SIZE)
+    unigram = counts.sum(0) + 0.5
+    unigram[BOS_ID] = 0.0  # BOS never follows anything
+    unigram /= unigram.sum()
+    probs = (counts + SMOOTHING * unigram) / (counts.sum(1, keepdim=True) + SMOOTHING)
+    table = torch.log(probs.clamp_min(1e-12))
+    _TABLE_CACHE["table"] = table
+    return table
+
+
+def build_weights(options: EngineOptions) -> ModelWeights:
+    """Weights for ``options`` (float32 tensors on CPU; the model moves and rounds them)."""
+    d, rank = options.d_model, min(BIGRAM_RANK, options.d_model - 8)
+    gen = torch.Generator().manual_seed(options.seed * 1_000_003 + 17)
+
+    table = bigram_logprobs() * SHARPNESS
+    centered = table - table.mean(1, keepdim=True)
+    u, s, vh = torch.linalg.svd(centered)
+    left = u[:, :rank] * s[:rank].sqrt()  # [V, r]
+    right = s[:rank].sqrt()[:, None] * vh[:rank]  # [r, V]
+    # Every embedding row gets the same norm (a filler in the free dims), so the final RMSNorm leaves the
+    # bigram part intact and the unembedding can undo the fixed scale exactly.
+    radius = float(left.norm(dim=1).max()) * 1.05
+    target = d**0.5  # rms 1 per element
+    embed = torch.zeros(VOCAB_SIZE, d, dtype=torch.float64)
+    embed[:, :rank] = left / radius * target
+    filler_dirs = torch.randn(VOCAB_SIZE, d - rank, generator=gen, dtype=torch.float64)
+    filler_dirs /= filler_dirs.norm(dim=1, keepdim=True)
+    filler = (target**2 - embed[:, :rank].pow(2).sum(1)).clamp_min(0).sqrt()
+    embed[:, rank:] = filler_dirs * filler[:, None]
+    unembed = torch.zeros(d, VOCAB_SIZE, dtype=torch.float64)
+    unembed[:rank] = right * radius / target
+
+    h, hkv, hd, f = options.n_heads, options.n_kv_heads, options.head_dim, options.mlp_hidden
+
+    def rand(*shape: int, scale: float) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
+
+    layers = []
+    for _ in range(options.n_layers):
+        group = h // hkv
+        head_scale = torch.tensor([BROAD_QK_SCALE if i < group else QK_SCALE for i in range(h)])
+        wq = rand(d, h, hd, scale=1.0 / d**0.5) * head_scale[None, :, None].double()
+        wq = wq.reshape(d, h * hd)
+        out_gain = torch.tensor([BROAD_OUT_GAIN if i < group else 1.0 for i in range(h)]).double()
+        wk = rand(d, hkv * hd, scale=1.0 / d**0.5)
+        wv = rand(d, hkv * hd, scale=1.0 / d**0.5)
+        layers.append(
+            LayerWeights(
+                attn_norm=torch.ones(d),
+                wqkv=torch.cat([wq, wk, wv], dim=1).float(),
+                wo=(rand(h, hd, d, scale=ATTN_OUT_SCALE / (h * hd) ** 0.5) * out_gain[:, None, None])
+                .reshape(h * hd, d)
+                .float(),
+                mlp_norm=torch.ones(d),
+                w_gate_up=rand(d, 2 * f, scale=1.0 / d**0.5).float(),
+                w_down=rand(f, d, scale=MLP_OUT_SCALE / f**0.5).float(),
+            )
+        )
+    return ModelWeights(
+        embed=embed.float(),
+        layers=tuple(layers),
+        final_norm=torch.ones(d),
+        unembed=unembed.float(),
+    )

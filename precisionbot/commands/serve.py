@@ -1,0 +1,78 @@
+"""``precisionbot serve``: the builtin engine as an SGLang-compatible HTTP server (CONTRACT).
+
+Prints the URL once ``/health`` answers and serves until Ctrl-C or SIGTERM. torch is imported inside the
+handler so the rest of the CLI starts without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+from precisionbot.builtin.options import DTYPES, FAULT_NAMES, EngineOptions, parse_fault
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the builtin engine as an SGLang-compatible HTTP server",
+        description="Runs the builtin reference engine behind an SGLang-compatible HTTP API "
+        "(/generate, /flush_cache, /server_info, /v1/completions, ...). Prints its URL once healthy.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=30000, help="port (default 30000; 0 picks a free one)")
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help=f"switch on a fault (repeatable): {', '.join(FAULT_NAMES)}; mantissa takes =N",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="weight and sampling seed (default 0)")
+    parser.add_argument("--page-size", type=int, default=16, help="KV page size in tokens (default 16)")
+    parser.add_argument("--chunked-prefill-size", type=int, default=512, help="prefill chunk (default 512)")
+    parser.add_argument("--disable-radix-cache", action="store_true", help="no prefix cache")
+    parser.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="activation dtype")
+    parser.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    parser.set_defaults(handler=run)
+
+
+def options_from_args(args: argparse.Namespace) -> EngineOptions:
+    return EngineOptions(
+        seed=args.seed,
+        page_size=args.page_size,
+        chunked_prefill_size=args.chunked_prefill_size,
+        disable_radix_cache=args.disable_radix_cache,
+        faults=tuple(parse_fault(spec) for spec in args.fault),
+        dtype=args.dtype,
+        device=args.device,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    options = options_from_args(args)  # bad faults/options fail here, before torch loads
+    from precisionbot.builtin.server import BuiltinServer
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    server = BuiltinServer(options, host=args.host, port=args.port).start()
+    try:
+        faults = ", ".join(options.fault_specs()) or "none"
+        print(server.url, flush=True)
+        print(f"precisionbot builtin engine ready (faults: {faults}); Ctrl-C to stop", file=sys.stderr, flush=True)
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        signal.signal(signal.SIGTERM, previous)
+    return 0
