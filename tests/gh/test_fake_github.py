@@ -81,3 +81,11 @@ def test_jit_runner_lifecycle(fake_github: FakeGitHub) -> None:
     assert listed["total_count"] == 1 and listed["runners"][0]["status"] == "online"
     assert httpx.delete(f"{base}/{runner['id']}", headers=headers).status_code == 204
     assert fake_github.runners() == []
+
+
+def test_check_runs(fake_github: FakeGitHub) -> None:
+    repo = client(fake_github).get_repo("acme/engine")
+    run = repo.create_check_run(name="precision", head_sha="a" * 40, status="in_progress")
+    run.edit(status="completed", conclusion="success", output={"title": "ok", "summary": "fine"})
+    (stored,) = fake_github.check_runs()
+    assert stored["conclusion"] == "success" and stored["head_sha"] == "a" * 40
