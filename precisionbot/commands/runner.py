@@ -67,6 +67,15 @@ def _log(message: str) -> None:
     print(f"precisionbot: {message}", file=sys.stderr, flush=True)
 
 
+def _warn(message: str) -> None:
+    """A warning line; in Actions also an annotation, so a green terminate job still shows it."""
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from precisionbot.gh.workflow import command
+
+        print(command("warning", f"precisionbot: {message}"), flush=True)
+    _log(f"warning: {message}")
+
+
 @dataclass(frozen=True)
 class _GitHubEnv:
     token: str | None
@@ -208,6 +217,8 @@ def _terminate(args: argparse.Namespace) -> int:
         run_id=run_id,
         log=_log,
     )
+    if done.warning:
+        _warn(done.warning)
     gone = len(done.runner_names)
     _log(f"terminated {len(done.instance_ids)} instance(s), deleted {gone} runner registration(s)")
     return 0

@@ -26,6 +26,7 @@ from precisionbot.runners.model import (
     TAG_PR,
     TAG_REPO,
     TAG_RUN_ID,
+    TAG_RUNNER,
     Instance,
     InstanceSpec,
     Runner,
@@ -64,6 +65,8 @@ class Terminated:
     """Instances that were live and are now terminating."""
     runner_names: tuple[str, ...]
     """Runner registrations deleted."""
+    warning: str | None = None
+    """Why registrations may be left behind (no token, GitHub refused); the instances are gone regardless."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ def launch(
             TAG_RUN_ID: run_id,
             TAG_PR: pr or "",
             TAG_LABEL: runner.label,
+            TAG_RUNNER: runner.name,
             TAG_EXPIRES_AT: iso_utc(expires_at),
         }
         started = cloud.run_instance(instance, user_data, tags)
@@ -200,20 +204,23 @@ def terminate(
     else:
         log(f"no live instance for {'instance ' + str(instance_id) if instance_id else 'run ' + str(run_id)}")
     deleted: list[str] = []
-    targets = {(i.tags.get(TAG_REPO, ""), i.tags[TAG_LABEL]) for i in found if i.tags.get(TAG_LABEL)}
-    names = {i.tags["Name"] for i in found if i.tags.get("Name", "").startswith(NAME_PREFIX)}
-    if registry is None:
-        if targets:
-            log("no GitHub token: leaving any runner registration to `precisionbot runner reap`")
-    else:
-        for repo in sorted({repo for repo, _ in targets if repo}):
-            labels = {label for r, label in targets if r == repo}
-            for item in registry.list_runners(repo):
-                ours = item.name in names or labels.intersection(item.labels)
-                if ours and registry.delete_runner(repo, item.id):
-                    deleted.append(item.name)
-                    log(f"deleted runner registration {item.name}")
-    return Terminated(instance_ids=live, runner_names=tuple(deleted))
+    targets = {(i.tags.get(TAG_REPO, ""), i.runner_name) for i in found if i.runner_name and i.tags.get(TAG_REPO)}
+    warning = None
+    if targets and registry is None:
+        warning = "no GitHub token: runner registrations are left to `precisionbot runner reap`"
+    elif registry is not None:
+        # The instances are already gone: a GitHub refusal here is a warning, not a failed terminate job.
+        # An ephemeral runner deregisters itself after its job, and reap catches the rest.
+        try:
+            for repo in sorted({repo for repo, _ in targets}):
+                names = {name for r, name in targets if r == repo}
+                for item in registry.list_runners(repo):
+                    if item.name in names and registry.delete_runner(repo, item.id):
+                        deleted.append(item.name)
+                        log(f"deleted runner registration {item.name}")
+        except PrecisionbotError as exc:
+            warning = f"runner registrations not removed: {exc}"
+    return Terminated(instance_ids=live, runner_names=tuple(deleted), warning=warning)
 
 
 def reap(
@@ -233,8 +240,7 @@ def reap(
     """
     tagged = cloud.find_instances(tag_keys=[TAG_EXPIRES_AT])
     expired = tuple(i for i in tagged if i.live and i.expires_at is not None and i.expires_at <= now)
-    kept = [i for i in tagged if i.live and i not in expired]
-    keep = {i.label for i in kept if i.label} | {i.tags["Name"] for i in kept if "Name" in i.tags}
+    keep = {i.runner_name for i in tagged if i.live and i not in expired and i.runner_name}
     verb = "would terminate" if dry_run else "terminating"
     for item in expired:
         log(f"{verb} {item.id} ({item.label or 'no label'}, expired {item.tags.get(TAG_EXPIRES_AT)})")
@@ -253,7 +259,6 @@ def reap(
                     and created is not None
                     and now - created >= runner_grace
                     and runner.name not in keep
-                    and not keep.intersection(runner.labels)
                 ):
                     log(f"{'would delete' if dry_run else 'deleting'} offline runner {runner.name} in {repo}")
                     if dry_run or registry.delete_runner(repo, runner.id):

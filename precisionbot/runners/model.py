@@ -19,6 +19,9 @@ TAG_RUN_ID = "precisionbot:run-id"
 TAG_PR = "precisionbot:pr"
 TAG_LABEL = "precisionbot:label"
 TAG_EXPIRES_AT = "precisionbot:expires-at"
+TAG_RUNNER = "precisionbot:runner"
+"""The runner's registration name; terminate and reap match registrations by it, never by a label that a
+user may have chosen too broadly."""
 
 NAME_PREFIX = "precisionbot-"
 """Every runner name precisionbot generates starts with this; ``reap`` only deletes those."""
@@ -91,6 +94,10 @@ class Instance:
     @property
     def label(self) -> str | None:
         return self.tags.get(TAG_LABEL)
+
+    @property
+    def runner_name(self) -> str | None:
+        return self.tags.get(TAG_RUNNER)
 
     @property
     def expires_at(self) -> datetime | None:

@@ -165,8 +165,30 @@ def test_launch_errors_are_one_line_and_exit_3(
     assert github.runners() == []  # a registration made before the AWS failure was deleted again
 
 
-def test_terminate_errors_exit_3(cloud: Ec2Cloud, capsys: pytest.CaptureFixture[str]) -> None:
+def test_terminate_still_ends_the_instance_when_github_refuses(
+    cloud: Ec2Cloud, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with runners_come_online(github):
+        assert main([*LAUNCH, "--poll-interval", "0.05"]) == 0
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    github.fail_next("GET", r"/actions/runners$", status=403, body={"message": "Resource not accessible"})
+    assert main(["runner", "terminate", "--run-id", "4242"]) == 0
+    captured = capsys.readouterr()
+    assert "::warning::precisionbot: runner registrations not removed: GitHub refused" in captured.out
+    assert "administration: write" in captured.err
+    assert instances()[0]["State"]["Name"] in ("shutting-down", "terminated")
+
+
+def test_terminate_and_reap_errors_exit_3(
+    cloud: Ec2Cloud, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["runner", "terminate", "--instance-id", "not-an-id"]) == 3
     assert "is not an EC2 instance id" in one_line_error(capsys.readouterr().err)
     assert main(["runner", "terminate", "--run-id", "$(reboot)"]) == 3
     assert "--run-id" in one_line_error(capsys.readouterr().err)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    assert main(["runner", "terminate", "--run-id", "5"]) == 3
+    assert "cannot list instances" in one_line_error(capsys.readouterr().err)
+    assert main(["runner", "reap"]) == 3
+    assert "cannot list instances" in one_line_error(capsys.readouterr().err)

@@ -68,6 +68,7 @@ def test_launch_starts_one_tagged_self_terminating_instance_and_waits_until_onli
     assert tags["precisionbot:run-id"] == "77"
     assert tags["precisionbot:pr"] == "12"
     assert tags["precisionbot:label"] == done.label == "precisionbot-77-tabc-0001"
+    assert tags["precisionbot:runner"] == "precisionbot-77-tabc-0001"
     assert tags["precisionbot:expires-at"] == "2026-03-01T13:30:00Z"  # START + 90 min TTL
     behaviour = ec2().describe_instance_attribute(
         InstanceId=done.instance_id, Attribute="instanceInitiatedShutdownBehavior"
@@ -197,7 +198,8 @@ def test_a_predictable_label_selects_the_runner_and_terminate_still_finds_it(
     assert runner["name"].startswith("precisionbot-900-t")
     assert "precisionbot-900-1-0" in [item["name"] for item in runner["labels"]]
     tags = cloud.find_instances(instance_ids=[instance_id])[0].tags
-    assert tags["precisionbot:label"] == "precisionbot-900-1-0" and tags["Name"] == runner["name"]
+    assert tags["precisionbot:label"] == "precisionbot-900-1-0"
+    assert tags["precisionbot:runner"] == tags["Name"] == runner["name"]
     assert terminate(cloud=cloud, registry=registry, instance_id=instance_id).runner_names == (runner["name"],)
     assert github.runners() == []
 
@@ -219,8 +221,10 @@ def test_terminate_without_a_token_still_ends_the_instance(
     cloud: Ec2Cloud, registry: GitHubRunnerRegistry, github: FakeGitHub
 ) -> None:
     a = _launch_plain(cloud, registry, github, "31")
-    assert terminate(cloud=cloud, registry=None, run_id="31").instance_ids == (a,)
+    done = terminate(cloud=cloud, registry=None, run_id="31")
+    assert done.instance_ids == (a,) and done.warning is not None and "no GitHub token" in done.warning
     assert state_of(a) in ("shutting-down", "terminated")
+    assert len(github.runners()) == 1  # left for reap
 
 
 def test_terminate_refuses_an_instance_precisionbot_did_not_start(cloud: Ec2Cloud) -> None:
@@ -232,10 +236,11 @@ def test_terminate_refuses_an_instance_precisionbot_did_not_start(cloud: Ec2Clou
     assert state_of(foreign) == "running"
 
 
-def _tagged_instance(expires_at: str, label: str) -> str:
+def _tagged_instance(expires_at: str, runner: str) -> str:
     tags = [
         {"Key": "precisionbot:expires-at", "Value": expires_at},
-        {"Key": "precisionbot:label", "Value": label},
+        {"Key": "precisionbot:label", "Value": runner},
+        {"Key": "precisionbot:runner", "Value": runner},
         {"Key": "precisionbot:repo", "Value": REPO},
     ]
     reply = ec2().run_instances(
