@@ -135,7 +135,8 @@ def read_payload(path: str) -> dict[str, Any]:
     return data
 
 
-def plan_action(env: ActionEnv, config: Any, api: Any, out: TextIO = sys.stdout) -> int:
+def plan_action(env: ActionEnv, config: Any, api: Any, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     from precisionbot.gh.event import parse_event
     from precisionbot.gh.plan import run_plan
     from precisionbot.gh.workflow import command, write_outputs
@@ -180,8 +181,9 @@ def comment_action(
     *,
     pr: int | None = None,
     suite: str | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
+    out = out or sys.stdout
     from precisionbot.gh.sticky import upsert_comment
     from precisionbot.gh.workflow import command, write_outputs, write_summary
     from precisionbot.report import ReportLinks, ReportSection, comment_marker, render_comment, render_summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,29 @@ def test_missing_result_dir_is_a_setup_error(
     monkeypatch.delenv("PRECISIONBOT_GITHUB_TOKEN", raising=False)
     assert main(["github", "comment", str(tmp_path / "nope")]) == 3
     assert "nope" in capsys.readouterr().err
+
+
+def test_cli_plan_reads_config_event_and_writes_outputs(
+    fake_github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_github.add_pull(7, head_sha="c" * 40, files=["README.md", "csrc/attn.cu"])
+    config = tmp_path / "precision.yml"
+    config.write_text("github:\n  paths: ['**/*.cu']\n")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"action": "opened", "pull_request": fake_github.state.pulls[(fake_github.repo, 7)]}))
+    for key, value in {
+        "GITHUB_TOKEN": fake_github.token or "",
+        "GITHUB_API_URL": fake_github.url,
+        "GITHUB_REPOSITORY": fake_github.repo,
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_OUTPUT": str(tmp_path / "out"),
+        "PRECISIONBOT_CONFIG": str(config),
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("PRECISIONBOT_GITHUB_TOKEN", raising=False)
+    assert main(["github", "plan"]) == 0
+    outputs = parse_outputs((tmp_path / "out").read_text())
+    assert outputs["run"] == "true" and outputs["sha"] == "c" * 40 and outputs["pr"] == "7"
+    assert "csrc/attn.cu matches" in outputs["reason"]
+    assert "precisionbot: run: csrc/attn.cu" in capsys.readouterr().out
