@@ -229,7 +229,8 @@ def _worst_rows(checks: Sequence[CheckResult], limit: int) -> tuple[tuple[WorstR
                     check=label_text(c.name),
                     sample=str(w.sample),
                     position=count(w.position),
-                    token=token_cell(w.token_text),
+                    # No text (the engine gave none): the id is still something to grep for.
+                    token=token_cell(w.token_text) if w.token_text else f"id {w.token_id}",
                     lp_ref=logprob(w.lp_ref),
                     lp_test=logprob(w.lp_test),
                     delta=signed(w.delta),
