@@ -65,14 +65,17 @@ class RestGitHub:
         if self._login is None:
             import github
 
-            try:
-                self._login = str(self._client.get_user().login)
-            except github.GithubException as exc:
-                # Actions' GITHUB_TOKEN is an installation token: GET /user answers 403 "Resource not
-                # accessible by integration"; its comments are authored by github-actions[bot].
-                if exc.status not in (401, 403):
-                    raise GitHubError(f"GitHub GET /user failed: HTTP {exc.status}") from exc
-                self._login = self._login_fallback
+            def fetch() -> str:
+                try:
+                    return str(self._client.get_user().login)
+                except github.GithubException as exc:
+                    # Actions' GITHUB_TOKEN is an installation token: GET /user answers 403 "Resource not
+                    # accessible by integration"; its comments are authored by github-actions[bot].
+                    if exc.status == 403:
+                        return self._login_fallback
+                    raise
+
+            self._login = _guard("GET user", fetch)
         return self._login
 
     def pull(self, number: int) -> PullInfo:
