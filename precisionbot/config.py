@@ -156,6 +156,11 @@ class ThresholdSet:
     """Largest allowed single-position k3 (0.5 ≈ |δ| of 1.2 nats): a handful of tokens carry the mean."""
     onset_k3: float = 1e-3
     """Per-sample onset: first position whose k3 exceeds this."""
+    cache_vs_match_factor: float = 4.0
+    """A cache helper also fails when its median per-sample mean k3 exceeds this × ``match``'s (same run):
+    the cache-hit path must be as exact as the no-cache path, whatever the engine's own noise level."""
+    cache_vs_match_floor_k3: float = 1e-6
+    """... and exceeds this floor (below it both are noise)."""
     batch_abs_delta: float = 1e-5
     """batch_invariance: max |Δ logprob| over shared top-k between batch shapes."""
     layers_rel_diff: float = 1e-3
@@ -171,9 +176,9 @@ DEFAULT_PROFILES: Mapping[str, ThresholdSet] = {
         max_frac_over=0.0,
         max_token_k3=1e-9,
         onset_k3=1e-9,
-        golden=GoldenThresholds(
-            band_factor=1.0, logit_kl=1e-9, confident_flip_margin=0.0, max_abs_delta=1e-5
-        ),
+        cache_vs_match_factor=1.0,
+        cache_vs_match_floor_k3=1e-9,
+        golden=GoldenThresholds(band_factor=1.0, logit_kl=1e-9, confident_flip_margin=0.0, max_abs_delta=1e-5),
     ),
 }
 
@@ -277,9 +282,7 @@ class Config:
         return self.thresholds.resolve(model, tp, profile)
 
 
-def resolve_thresholds(
-    config: Config, model: str | None, tp: int | None, profile: str | None = None
-) -> ThresholdSet:
+def resolve_thresholds(config: Config, model: str | None, tp: int | None, profile: str | None = None) -> ThresholdSet:
     """The thresholds that judge ``model`` at ``tp`` under ``profile`` (None = the config's profile)."""
     return config.thresholds_for(model, tp, profile)
 
@@ -292,9 +295,7 @@ def load_config(path: str | Path) -> Config:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(
-            f"cannot read config file {p}: {exc.strerror or exc}; check the --config path"
-        ) from exc
+        raise ConfigError(f"cannot read config file {p}: {exc.strerror or exc}; check the --config path") from exc
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

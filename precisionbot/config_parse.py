@@ -94,9 +94,7 @@ def _check_template(r: Reader, key: str, template: str) -> None:
     try:
         names = [f[1] for f in string.Formatter().parse(template) if f[1] is not None]
     except ValueError as exc:
-        raise r.error(
-            key, f"is not a valid command template ({exc})", "write literal braces as {{ and }}"
-        ) from exc
+        raise r.error(key, f"is not a valid command template ({exc})", "write literal braces as {{ and }}") from exc
     for name in names:
         if name not in LAUNCH_PLACEHOLDERS:
             raise r.error(
@@ -105,9 +103,7 @@ def _check_template(r: Reader, key: str, template: str) -> None:
                 f"use only {', '.join('{' + p + '}' for p in LAUNCH_PLACEHOLDERS)}",
             )
     if "port" not in names:
-        raise r.error(
-            key, "has no {port} placeholder", "add --port {port} so the launcher can pick a free port"
-        )
+        raise r.error(key, "has no {port} placeholder", "add --port {port} so the launcher can pick a free port")
 
 
 def _parse_runner(r: Reader, base: RunnerConfig) -> RunnerConfig:
@@ -202,6 +198,8 @@ def _parse_set(r: Reader, base: ThresholdSet, extra: frozenset[str] = frozenset(
         max_frac_over=r.fraction("max_frac_over", base.max_frac_over),
         max_token_k3=r.positive_float("max_token_k3", base.max_token_k3),
         onset_k3=r.positive_float("onset_k3", base.onset_k3),
+        cache_vs_match_factor=r.positive_float("cache_vs_match_factor", base.cache_vs_match_factor),
+        cache_vs_match_floor_k3=r.positive_float("cache_vs_match_floor_k3", base.cache_vs_match_floor_k3),
         batch_abs_delta=r.positive_float("batch_abs_delta", base.batch_abs_delta),
         layers_rel_diff=r.positive_float("layers_rel_diff", base.layers_rel_diff),
         golden=GoldenThresholds(

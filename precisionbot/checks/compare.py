@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -109,6 +109,10 @@ def compare(
     finite = np.isfinite(delta)
     stats["max_abs_delta"] = float(np.max(np.abs(delta[finite]))) if finite.any() else math.nan
     stats["mean_delta"] = float(np.mean(delta[finite])) if finite.any() else math.nan
+    per_sample = np.bincount(np.unique(sample_ids, return_inverse=True)[1], weights=k3) / np.bincount(
+        np.unique(sample_ids, return_inverse=True)[1]
+    )
+    stats["median_sample_mean_k3"] = float(np.median(per_sample))
     flips = _flips(samples)
     if flips is not None:
         stats["flips"] = int(flips.sum())
@@ -187,3 +191,26 @@ def _summaries(
             )
         )
     return tuple(out)
+
+
+CACHE_HELPERS = ("prefill_cache_hit", "decode_cache_hit")
+
+
+def judge_against_match(cache: CheckResult, match: CheckResult, limits: ThresholdSet) -> CheckResult:
+    """A passing cache helper fails when the cache-hit path is clearly less exact than the no-cache path.
+
+    Both helpers compare a decode with a no-cache replay, so on a correct engine they see the same noise;
+    the median over samples (not the mean, which one token can carry) is compared.
+    """
+    c, m = cache.stats.get("median_sample_mean_k3"), match.stats.get("median_sample_mean_k3")
+    if cache.verdict is not Verdict.PASS or match.verdict is Verdict.INCONCLUSIVE or c is None or m is None:
+        return cache
+    limit = max(limits.cache_vs_match_factor * m, limits.cache_vs_match_floor_k3)
+    if not c > limit:
+        return cache
+    reason = (
+        f"median per-sample mean k3 {_fmt(c)} is above {_fmt(limits.cache_vs_match_factor)}x match's "
+        f"{_fmt(m)} (floor {_fmt(limits.cache_vs_match_floor_k3)}): the cache-hit path is less exact than "
+        "the no-cache path"
+    )
+    return replace(cache, verdict=Verdict.FAIL, reasons=(reason, *cache.reasons[1:]))

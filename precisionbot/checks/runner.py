@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from precisionbot.checks.compare import CheckOutput
+from precisionbot.checks.compare import CACHE_HELPERS, CheckOutput, judge_against_match
 from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
 from precisionbot.checks.registry import CHECKS
-from precisionbot.config import Config, ModelConfig, SuiteConfig
+from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
 from precisionbot.errors import EngineError
 from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult
@@ -32,6 +33,19 @@ def run_one(ctx: CheckContext, name: str) -> CheckOutput:
         return spec.run(ctx)
     except EngineError as exc:
         return CheckOutput(CheckResult.inconclusive(name, f"could not run: {exc}"))
+
+
+def relate_to_match(outputs: list[CheckOutput], limits: ThresholdSet) -> list[CheckOutput]:
+    """Apply the cache-vs-match rule when ``match`` ran in the same run."""
+    match = next((o.result for o in outputs if o.result.name == "match"), None)
+    if match is None:
+        return outputs
+    return [
+        dataclasses.replace(o, result=judge_against_match(o.result, match, limits))
+        if o.result.name in CACHE_HELPERS
+        else o
+        for o in outputs
+    ]
 
 
 def signature_for(ctx: CheckContext) -> str:
@@ -84,7 +98,7 @@ def run_suite(
     names = tuple(checks or suite.checks)
     ctx.progress.start(planned_units(ctx, names))
     t0 = time.perf_counter()
-    outputs = [run_one(ctx, name) for name in names]
+    outputs = relate_to_match([run_one(ctx, name) for name in names], ctx.thresholds)
     wall = time.perf_counter() - t0
     info = engine_info or EngineInfo(url=engine.url, kind=engine.kind)
     environment: dict[str, object] = {

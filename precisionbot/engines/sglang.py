@@ -124,7 +124,19 @@ class SGLangEngine:
                 "return_logprob": True,
                 "logprob_start_len": 0,
             }
+            t0 = time.perf_counter()
             answer = self.http.json_call("POST", "/generate", json=body, what="/generate (tokenize corpus text)")
+            self.http_time_s += time.perf_counter() - t0
+            latencies = (
+                [
+                    a["meta_info"].get("e2e_latency")
+                    for a in answer
+                    if isinstance(a, dict) and isinstance(a.get("meta_info"), dict)
+                ]
+                if isinstance(answer, list)
+                else []
+            )
+            self.engine_time_s += max((x for x in latencies if isinstance(x, (int, float))), default=0.0)
             if not isinstance(answer, list) or len(answer) != len(chunk):
                 raise EngineError("tokenize: /generate did not answer one result per text")
             for i, item in enumerate(answer):

@@ -83,5 +83,5 @@ def test_bad_arguments_are_config_errors(argv: list[str], message: str, tmp_path
 def test_bad_config_file_is_config_error(tmp_path: Path) -> None:
     cfg = tmp_path / "p.yml"
     cfg.write_text("engine:\n  kind: tgi\n")
-    with pytest.raises(ConfigError, match="p.yml: key 'engine.kind' must be one of"):
+    with pytest.raises(ConfigError, match=r"p\.yml: key 'engine\.kind' must be one of"):
         _main(["--config", str(cfg), "--out", str(tmp_path)])

@@ -121,3 +121,17 @@ def test_token_threshold_outside_default_set_gets_its_own_fraction() -> None:
     limits = dataclasses.replace(DEFAULT, token_k3=5e-3)
     out = compare("match", [_sample(0, [-1.0, -1.0], [-1.0, -1.2])], limits).result
     assert out.stats["frac_over"]["5e-3"] == 0.5
+
+
+def test_cache_helper_less_exact_than_match_fails() -> None:
+    from precisionbot.checks.compare import judge_against_match
+
+    match = compare("match", [_sample(i, [-1.0] * 4, [-1.0] * 4) for i in range(3)], DEFAULT).result
+    noisy_match = compare("match", [_sample(i, [-1.0] * 4, [-1.01] * 4) for i in range(3)], DEFAULT).result
+    cache = compare("decode_cache_hit", [_sample(i, [-1.0] * 4, [-1.01] * 4) for i in range(3)], DEFAULT).result
+    assert cache.verdict is Verdict.PASS  # tiny in absolute terms
+    judged = judge_against_match(cache, match, DEFAULT)
+    assert judged.verdict is Verdict.FAIL
+    assert "above 4x match's 0.0" in judged.reasons[0]
+    # The same noise on both paths is not a cache bug.
+    assert judge_against_match(cache, noisy_match, DEFAULT).verdict is Verdict.PASS
