@@ -187,10 +187,14 @@ def comment_action(
     from precisionbot.gh.sticky import upsert_comment
     from precisionbot.gh.workflow import command, write_outputs, write_summary
     from precisionbot.report import ReportLinks, ReportSection, comment_marker, render_comment, render_summary
-    from precisionbot.resultdir import read_result
+    from precisionbot.resultdir import read_records, read_result
     from precisionbot.results import Verdict
 
-    sections = [ReportSection(label=_label(d, read_result(d)), run=read_result(d)) for d in dirs]
+    sections = []
+    for directory in dirs:
+        # Results come from the job that ran PR code: parsed as JSON and NumPy arrays (no pickles), never run.
+        run = read_result(directory)
+        sections.append(ReportSection(label=_label(directory, run), run=run, records=read_records(directory)))
     verdict = Verdict.combine(s.run.verdict for s in sections)
     links = ReportLinks(run_url=env.run_url, artifact_url=f"{env.run_url}#artifacts" if env.run_url else None)
     marker = comment_marker(suite if config.github.comment_per_suite else None)

@@ -14,7 +14,7 @@ from precisionbot.commands.github import ActionEnv, comment_action
 from precisionbot.config import Config
 from precisionbot.report import COMMENT_MARKER
 from precisionbot.resultdir import write_result
-from precisionbot.results import CheckResult, EngineInfo, RunResult, Verdict
+from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult, Verdict
 from tests.gh.conftest import rest
 from tests.gh.test_workflow import parse_outputs
 from tests.support.fake_github import FakeGitHub
@@ -26,7 +26,7 @@ def only_our_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli, "COMMANDS", ("github",))
 
 
-def result_dir(tmp_path: Path, name: str, verdict: Verdict, model: str = "tiny") -> str:
+def result_dir(tmp_path: Path, name: str, verdict: Verdict, model: str = "tiny", records: bool = False) -> str:
     check = CheckResult(
         name="match",
         verdict=verdict,
@@ -49,7 +49,12 @@ def result_dir(tmp_path: Path, name: str, verdict: Verdict, model: str = "tiny")
         environment={"model": model, "tp": 1},
     )
     directory = tmp_path / name
-    write_result(directory, run)
+    arrays = None
+    if records:
+        n = 64
+        lp_test = [-1.0 - (0.5 if i > 40 else 0.0) for i in range(n)]
+        arrays = {"match": PositionRecord.from_lists([0] * n, range(n), [5] * n, [-1.0] * n, lp_test)}
+    write_result(directory, run, arrays)
     return str(directory)
 
 
@@ -69,7 +74,10 @@ def env_for(fake: FakeGitHub, tmp_path: Path) -> ActionEnv:
 def test_two_runs_one_comment_verdict_and_exit_code(fake_github: FakeGitHub, tmp_path: Path) -> None:
     fake_github.add_pull(7)
     env = env_for(fake_github, tmp_path)
-    dirs = [result_dir(tmp_path, "a", Verdict.PASS), result_dir(tmp_path, "b", Verdict.FAIL, model="other")]
+    dirs = [
+        result_dir(tmp_path, "a", Verdict.PASS),
+        result_dir(tmp_path, "b", Verdict.FAIL, model="other", records=True),
+    ]
     assert comment_action(env, Config.default(), rest(fake_github), dirs, pr=7, out=io.StringIO()) == 1
     assert comment_action(env, Config.default(), rest(fake_github), dirs[:1], pr=7, out=io.StringIO()) == 0
     (comment,) = fake_github.comments(7)
