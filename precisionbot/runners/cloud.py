@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
 
 _GONE_CODES = ("InvalidInstanceID.NotFound",)
+_TERMINATE_BATCH = 100
+"""Instance ids per TerminateInstances call: a reap after an outage can find many, and one refused id must not
+hold back the rest of a huge request."""
 
 
 class Cloud(Protocol):
@@ -132,8 +135,21 @@ class Ec2Cloud:
     def terminate(self, instance_ids: Sequence[str]) -> None:
         if not instance_ids:
             return
-        with _aws(f"terminate {', '.join(instance_ids)}", gone_ok=True):
-            self._ec2.terminate_instances(InstanceIds=list(instance_ids))
+        from botocore.exceptions import ClientError
+
+        ids = list(instance_ids)
+        for start in range(0, len(ids), _TERMINATE_BATCH):
+            batch = ids[start : start + _TERMINATE_BATCH]
+            with _aws(f"terminate {', '.join(batch[:3])}{' ...' if len(batch) > 3 else ''}", gone_ok=True):
+                try:
+                    self._ec2.terminate_instances(InstanceIds=batch)
+                except ClientError as exc:
+                    # One vanished id fails the whole call: end the others one by one.
+                    if len(batch) == 1 or exc.response.get("Error", {}).get("Code") not in _GONE_CODES:
+                        raise
+                    for one in batch:
+                        with _aws(f"terminate {one}", gone_ok=True):
+                            self._ec2.terminate_instances(InstanceIds=[one])
 
 
 def _instance(raw: Any) -> Instance:

@@ -283,3 +283,14 @@ def test_reap_removes_only_expired_instances_and_stale_offline_runners(
     else:
         assert state_of(expired) in ("shutting-down", "terminated")
         assert {r["id"] for r in github.runners()} == before - {stale}
+
+
+def test_one_vanished_id_does_not_keep_the_others_alive(cloud: Ec2Cloud) -> None:
+    ids = [
+        ec2().run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+        for _ in range(2)
+    ]
+    cloud.terminate([ids[0], "i-0123456789abcdef0", ids[1]])
+    assert [state_of(i) for i in ids] in (
+        [a, b] for a in ("shutting-down", "terminated") for b in ("shutting-down", "terminated")
+    )
