@@ -1,17 +1,162 @@
-"""``precisionbot demo`` (being built; see issue 6)."""
+"""``precisionbot demo``: the embedded default end to end, on a laptop with no GPU and no network.
+
+1. start the clean builtin engine and record a golden baseline into a local store;
+2. start the builtin engine with a fault — by default ``restore-layer0-only``, a "PR" that breaks the
+   prefix-cache restore (a cache hit restores only layer 0's state: seed 001's Falcon bug);
+3. run the PR suite (``match``, ``prefill_cache_hit``, ``decode_cache_hit``, ``golden``) against it;
+4. print the PR comment and write ``comment.md``, ``summary.md`` and the result directory to ``--out``.
+
+The exit code is the faulty run's verdict, like ``precisionbot check``: a demo of a bug exits **1** (the
+bot caught it), ``--fault none`` exits 0, and an inconclusive run 2. Sizes default small (8 samples × 64
+new tokens, prompts of 256–512 tokens) so the whole demo takes well under a few minutes on 2 CPU cores.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
 
-from precisionbot.errors import ConfigError
+from precisionbot.errors import ConfigError, DataError
+
+DEFAULT_FAULT = "restore-layer0-only"
+DEFAULT_CHECKS = "match,prefill_cache_hit,decode_cache_hit,golden"
+DEFAULT_OUT = "precisionbot-demo"
+DEFAULT_SAMPLES = 8
+DEFAULT_MAX_NEW_TOKENS = 64
+DEFAULT_PROMPT_TOKENS = "256..512"
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("demo", help="the embedded default end to end (builtin engine, fault, comment)")
+    p = subparsers.add_parser(
+        "demo",
+        help="the embedded default end to end: baseline, a faulty 'PR', the PR comment (exit = its verdict)",
+        description="Starts the clean builtin engine and records a golden baseline into a local store, starts a "
+        "faulty one (default: a PR that breaks the prefix-cache restore), runs the PR suite against it, prints "
+        "the PR comment and writes comment.md, summary.md and the result directory. Needs no GPU and no "
+        "network. Exit code = the faulty run's verdict: 1 when the bug is caught.",
+    )
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help=f"builtin engine fault of the 'PR' (repeatable; default {DEFAULT_FAULT}; 'none' = a clean PR)",
+    )
+    p.add_argument("--checks", default=DEFAULT_CHECKS, metavar="a,b", help=f"checks to run (default {DEFAULT_CHECKS})")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output directory (default {DEFAULT_OUT})")
+    p.add_argument("--store", metavar="URI", help="baseline store (default: DIR/baselines)")
+    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, metavar="N")
+    p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, metavar="N")
+    p.add_argument("--prompt-tokens", default=DEFAULT_PROMPT_TOKENS, metavar="N|LO..HI")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
 
 
+class Steps:
+    """Numbered progress lines on stderr (kept in CI logs, unlike a redrawn bar)."""
+
+    def __init__(self, stream: TextIO, total: int, quiet: bool) -> None:
+        self.stream, self.total, self.quiet = stream, total, quiet
+        self.n = 0
+        self.t0 = time.monotonic()
+
+    def step(self, text: str) -> None:
+        self.n += 1
+        self.note(f"[{self.n}/{self.total}] {text}")
+
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            print(f"{text}  ({time.monotonic() - self.t0:.0f}s)", file=self.stream, flush=True)
+
+
+def _faults(values: list[str]) -> tuple[str, ...]:
+    from precisionbot.builtin import parse_fault
+
+    names = tuple(values) or (DEFAULT_FAULT,)
+    if names == ("none",):
+        return ()
+    if "none" in names:
+        raise ConfigError("--fault none means a clean PR; do not combine it with other faults")
+    for name in names:
+        parse_fault(name)  # a ConfigError naming the valid faults
+    return names
+
+
 def run(args: argparse.Namespace) -> int:
-    raise ConfigError("precisionbot demo is not built yet")
+    from precisionbot.baselines import open_store
+    from precisionbot.checks.context import CheckContext
+    from precisionbot.checks.golden import record_golden, target_from_context
+    from precisionbot.checks.progress import TerminalProgress
+    from precisionbot.checks.runner import run_suite
+    from precisionbot.commands.check import apply_overrides
+    from precisionbot.config import Config
+    from precisionbot.engines.builtin import BuiltinEngine
+    from precisionbot.report import ReportSection, diagnose, render_comment, render_summary
+    from precisionbot.resultdir import write_result
+    from precisionbot.results import EngineInfo
+
+    faults = _faults(args.fault)
+    config = Config.default()
+    suite = apply_overrides(config.suite(config.github.pr_suite), args)
+    out = Path(args.out)
+    store_uri = args.store or str(out / "baselines")
+    profile = config.thresholds.profile
+    golden = "golden" in suite.checks
+    steps = Steps(sys.stderr, 3 + (2 if golden else 0), args.quiet)
+    pr = ", ".join(faults) or "none (a clean PR)"
+
+    if golden:
+        steps.step("starting the clean builtin engine")
+        clean = BuiltinEngine()
+        try:
+            steps.step(f"recording a golden baseline into {store_uri}")
+            ctx = CheckContext(
+                engine=clean,
+                config=config,
+                suite=suite,
+                thresholds=config.thresholds_for(None, None, profile),
+                profile=profile,
+            )
+            meta = record_golden(target_from_context(ctx), open_store(store_uri), engine_commit="clean")
+            steps.note(f"      baseline {meta.run_id}: {meta.stats.get('positions', '?')} positions")
+        finally:
+            clean.close()
+
+    steps.step(f"starting the builtin engine with the PR's fault: {pr}")
+    faulty = BuiltinEngine(faults=faults)
+    try:
+        steps.step(f"running the PR suite against it: {', '.join(suite.checks)}")
+        progress = TerminalProgress(sys.stderr)
+        progress.enabled = progress.enabled and not args.quiet
+        try:
+            done = run_suite(
+                faulty,
+                config,
+                suite,
+                profile=profile,
+                baseline_store=store_uri,
+                progress=progress,
+                engine_info=EngineInfo(url=faulty.url, kind=faulty.kind, commit=f"demo-pr ({pr})"),
+            )
+        finally:
+            progress.close()
+    finally:
+        faulty.close()
+
+    result = done.result.with_diagnosis(diagnose(done.result.checks))
+    steps.step(f"writing the report to {out}/")
+    write_result(out / "result", result, done.records)
+    section = ReportSection(label=f"builtin engine, PR fault: {pr}", run=result, records=done.records)
+    comment = render_comment([section])
+    try:
+        (out / "comment.md").write_text(comment, encoding="utf-8")
+        (out / "summary.md").write_text(render_summary([section]), encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot write the report to {out}: {exc.strerror or exc}; check --out") from exc
+    sys.stdout.write(comment)
+    code = result.verdict.exit_code
+    steps.note(f"verdict {str(result.verdict).upper()} (exit {code}); comment.md, summary.md and result/ are in {out}/")
+    return code

@@ -263,6 +263,9 @@ def _noise(checks: Sequence[CheckResult]) -> Diagnosis:
     passed = [c for c in checks if c.verdict is Verdict.PASS]
     worst = max(passed, key=lambda c: _stat(c, "max") or 0.0)
     largest = _stat(worst, "max")
+    if largest == 0.0:
+        subject = "The compared paths" if len(passed) == len(checks) else "Where the checks could judge, the paths"
+        return Diagnosis("noise", f"{subject} are bit-identical: every per-token k3 is exactly 0.")
     where = "" if largest is None else f" (largest per-token k3 {sig(largest)}, in {worst.name})"
     subject = "The differences" if len(passed) == len(checks) else "Where the checks could judge, the differences"
     return Diagnosis("noise", f"{subject} are within the noise band{where}.")

@@ -221,3 +221,8 @@ def test_samples_without_divergence_give_no_spread_reading() -> None:
         samples=tuple(SampleSummary(i, 100, 10, 0.0, 0.0, None, False) for i in range(4)),
     )
     assert not {"global", "concentrated", "onset_first_token"} & set(codes([c]))
+
+
+def test_bit_identical_paths_say_so() -> None:
+    (finding,) = diagnose([chk("match", P, max=0.0, p99=0.0)])
+    assert finding.code == "noise" and "bit-identical" in finding.text
