@@ -178,9 +178,10 @@ def baseline_info(run: RunResult) -> Mapping[str, Any] | None:
 
 def _check_row(c: CheckResult, base: BaselineStats | None, previous: RunResult | None) -> CheckRow:
     s = c.stats
-    positions = count(_stat(s, "positions")) if "positions" in s else "–"
+    cells = [count(_stat(s, "positions"))] if "positions" in s else []
     if c.cache is not None:
-        positions += f" · {c.cache.kept}/{c.cache.total} cache hits"
+        cells.append(f"{c.cache.kept}/{c.cache.total} cache hits")
+    positions = " · ".join(cells) or "–"
     frac = s.get("frac_over")
     frac_cell = percent(_stat(frac, FRAC_KEY)) if isinstance(frac, Mapping) and FRAC_KEY in frac else "–"
     flips = "–"
@@ -246,7 +247,10 @@ def _worst_rows(checks: Sequence[CheckResult], limit: int) -> tuple[tuple[WorstR
 def _environment(run: RunResult) -> str:
     env = run.environment
     parts = []
-    for key, name in (("model", "model"), ("tp", "tp"), ("gpu", "GPU"), ("dtype", "dtype")):
+    model = env.get("model") or env.get("model_path")
+    if model:
+        parts.append(f"model {label_text(str(model))}")
+    for key, name in (("tp", "tp"), ("gpu", "GPU"), ("dtype", "dtype"), ("suite", "suite")):
         if env.get(key) not in (None, ""):
             parts.append(f"{name} {label_text(str(env[key]))}")
     engine = f"engine {label_text(run.engine.kind)} {label_text(short_sha(run.engine.commit))}"

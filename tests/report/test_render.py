@@ -94,3 +94,20 @@ def test_a_huge_limit_changes_nothing_and_a_tiny_one_still_gives_a_valid_comment
     assert render_comment(sections) == render_comment(sections, max_chars=10**9)
     tiny = render_comment(sections, max_chars=400)
     assert len(tiny.encode()) <= 400 and tiny.startswith(COMMENT_MARKER)
+
+
+def test_environment_line_takes_the_baseline_from_the_golden_check() -> None:
+    from precisionbot.results import CheckResult, Verdict
+
+    golden = CheckResult(
+        "golden",
+        Verdict.PASS,
+        stats={"p99": 1e-6, "kl_p99": 2e-5, "band": {"pairs": 1, "kl_p99": 1e-5}},
+        extra={"baseline": {"run_id": "r1", "engine_commit": "abcdef0123", "created": "2026-11-28T10:00:00+00:00"}},
+    )
+    run = scenarios.run([golden], baseline=None, model=None, model_path="builtin-tiny", suite="pr")
+    text = render_comment([scenarios.ReportSection("x", run)])
+    assert "model builtin-tiny" in text and "suite pr" in text
+    assert "baseline abcdef0 from 2026-11-28" in text
+    row = next(r for r in markdown.tables(text)[0].rows if r[0] == "golden")
+    assert row[-1] == "×2 ↑"  # KL p99 against the noise band's
