@@ -10,6 +10,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -115,6 +117,7 @@ def _launch(args: argparse.Namespace) -> int:
         RunnerSpec,
         new_runner_name,
         validate_label,
+        validate_repo,
         validate_run_id,
     )
 
@@ -124,9 +127,7 @@ def _launch(args: argparse.Namespace) -> int:
         _emit({"label": ",".join(rc.labels), "labels": json.dumps(list(rc.labels)), "instance-id": ""})
         _log(f"runner.kind is pool: the GPU job runs on {list(rc.labels)}; nothing launched")
         return 0
-    repo = args.repo or os.environ.get("GITHUB_REPOSITORY")
-    if not repo or repo.count("/") != 1:
-        raise ConfigError("runner launch needs --repo OWNER/NAME (or GITHUB_REPOSITORY)")
+    repo = validate_repo(args.repo or os.environ.get("GITHUB_REPOSITORY"))
     ami = args.ami or rc.ami
     if not ami:
         raise ConfigError("runner launch needs --ami (or runner.ami in the config): an AMI with the GPU driver")
@@ -165,18 +166,19 @@ def _launch(args: argparse.Namespace) -> int:
     wait_s = args.wait_timeout if args.wait_timeout is not None else rc.wait_timeout_s
     if wait_s <= 0 or ttl < 1:
         raise ConfigError("--wait-timeout must be > 0 seconds and --ttl-minutes at least 1")
-    launched = launch(
-        instance,
-        runner,
-        run_id=run_id,
-        pr=args.pr,
-        cloud=Ec2Cloud.from_env(args.region or rc.region),
-        registry=_registry(gh),
-        clock=clock,
-        wait_timeout_s=wait_s,
-        poll_interval_s=args.poll_interval,
-        log=_log,
-    )
+    with _sigterm_as_interrupt():
+        launched = launch(
+            instance,
+            runner,
+            run_id=run_id,
+            pr=args.pr,
+            cloud=Ec2Cloud.from_env(args.region or rc.region),
+            registry=_registry(gh),
+            clock=clock,
+            wait_timeout_s=wait_s,
+            poll_interval_s=args.poll_interval,
+            log=_log,
+        )
     _emit(
         {
             "label": launched.label,
@@ -186,6 +188,26 @@ def _launch(args: argparse.Namespace) -> int:
         }
     )
     return 0
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """A cancelled Actions job gets SIGINT, then SIGTERM: both must unwind through launch's cleanup (terminate
+    the instance, delete the registration) instead of killing the process with an instance running."""
+    import signal
+    import threading
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _emit(values: dict[str, str]) -> None:
@@ -227,8 +249,10 @@ def _terminate(args: argparse.Namespace) -> int:
 def _reap(args: argparse.Namespace) -> int:
     from precisionbot.runners.cloud import Ec2Cloud
     from precisionbot.runners.lifecycle import SYSTEM_CLOCK, reap
+    from precisionbot.runners.model import validate_repo
 
-    repos = args.repo or ([os.environ["GITHUB_REPOSITORY"]] if os.environ.get("GITHUB_REPOSITORY") else [])
+    env_repo = os.environ.get("GITHUB_REPOSITORY")
+    repos = [validate_repo(r) for r in (args.repo or ([env_repo] if env_repo else []))]
     gh = _github_env()
     if gh.token is None or not repos:
         _log("no GitHub token or repo: reaping instances only, not runner registrations")

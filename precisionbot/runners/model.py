@@ -32,6 +32,7 @@ LIVE_STATES = ("pending", "running", "stopping", "stopped")
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,40}$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8,17}$")
+_REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,12 @@ def validate_run_id(run_id: str) -> str:
             "(e.g. ${{ github.run_id }})"
         )
     return run_id
+
+
+def validate_repo(repo: str | None) -> str:
+    if not repo or not _REPO_RE.match(repo) or ".." in repo:
+        raise ConfigError(f"--repo {repo!r} must be OWNER/NAME (or set GITHUB_REPOSITORY)")
+    return repo
 
 
 def validate_label(label: str) -> str:

@@ -294,3 +294,24 @@ def test_one_vanished_id_does_not_keep_the_others_alive(cloud: Ec2Cloud) -> None
     assert [state_of(i) for i in ids] in (
         [a, b] for a in ("shutting-down", "terminated") for b in ("shutting-down", "terminated")
     )
+
+
+def test_a_cancelled_launch_cleans_up_before_it_unwinds(
+    cloud: Ec2Cloud, registry: GitHubRunnerRegistry, github: FakeGitHub, fake_clock: FakeClock
+) -> None:
+    def cancel(n: int) -> None:
+        raise KeyboardInterrupt  # what SIGINT (and, through the CLI, SIGTERM) does mid-wait
+
+    fake_clock.on_sleep = cancel
+    with pytest.raises(KeyboardInterrupt):
+        launch(
+            instance_spec(),
+            runner_spec(),
+            run_id="77",
+            pr=None,
+            cloud=cloud,
+            registry=registry,
+            clock=fake_clock.clock,
+        )
+    assert [state_of(i["InstanceId"]) for i in all_instances()] in (["shutting-down"], ["terminated"])
+    assert github.runners() == []
