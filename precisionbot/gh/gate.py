@@ -114,6 +114,8 @@ def decide(event: Event, facts: Facts, config: Config) -> Decision:
         if event.ref != branch or not event.after or set(event.after) == {"0"}:
             return _skip(f"push to {event.ref}: baselines refresh only from the default branch")
         return _run(config, config.github.baseline_suite, event.after, None, "push to the default branch")
+    if event.name in ("schedule", "workflow_dispatch") and not event.sha:
+        raise ConfigError(f"GITHUB_SHA is not set: a {event.name} run needs the commit it runs on")
     if event.name == "schedule":
         return _run(config, config.github.baseline_suite, event.sha or "", None, "scheduled baseline refresh")
     if event.name == "workflow_dispatch":

@@ -294,3 +294,8 @@ def test_garbled_payload_is_a_data_error_naming_the_field() -> None:
 
     with pytest.raises(DataError, match="'comment'"):
         parse_event("issue_comment", {"action": "created", "issue": {"number": 1}})
+
+
+def test_schedule_without_github_sha_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="GITHUB_SHA"):
+        decide(Event(name="schedule"), Facts(), CONFIG)
