@@ -90,12 +90,20 @@ def hash_params(params: Mapping[str, Any]) -> str:
 
 
 def describe_mismatch(expected: Mapping[str, Any], found: Mapping[str, Any]) -> list[str]:
-    """One phrase per differing part: ``"tp: baseline 2, now 1"``."""
-    return [
-        f"{key}: baseline {_show(found.get(key))}, now {_show(expected.get(key))}"
-        for key in SIGNATURE_KEYS
-        if _json_native(expected.get(key)) != _json_native(found.get(key))
-    ]
+    """One phrase per differing part, ``"tp: baseline 2, now 1"``; mappings name only their differing keys
+    (``"engine_args.page_size: baseline 16, now 32"``)."""
+    out = []
+    for key in SIGNATURE_KEYS:
+        now, was = _json_native(expected.get(key)), _json_native(found.get(key))
+        if now == was:
+            continue
+        if isinstance(now, dict) and isinstance(was, dict):
+            for sub in sorted(set(now) | set(was)):
+                if now.get(sub) != was.get(sub):
+                    out.append(f"{key}.{sub}: baseline {_show(was.get(sub))}, now {_show(now.get(sub))}")
+        else:
+            out.append(f"{key}: baseline {_show(was)}, now {_show(now)}")
+    return out
 
 
 def _show(value: Any) -> str:
