@@ -6,23 +6,25 @@ Templates (``templates/*.md.j2``) do layout only; they receive a :class:`ReportV
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from precisionbot.report import evidence
 from precisionbot.report.buckets import BucketRow, bucket_rows
 from precisionbot.report.diagnosis import BaselineStats, diagnose
-from precisionbot.report.escape import code_block_text, label_text, prose, token_cell
-from precisionbot.report.fmt import count, logprob, percent, ratio, short_sha, sig, signed
+from precisionbot.report.escape import code_block_text, label_text, prose
 from precisionbot.report.golden import DepthRow, depth_rows, kl_line
+from precisionbot.report.rows import (
+    FRAC_KEY,
+    ICONS,
+    CheckRow,
+    WorstRow,
+    check_row,
+    environment_line,
+    headline,
+    worst_rows,
+)
 from precisionbot.report.strip import LEGEND, worst_strips
-from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
-
-ICONS = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️"}
-FRAC_KEY = "1e-2"
-"""The ``frac_over`` threshold shown in the table (the default per-token "over" threshold, ``token_k3``)."""
+from precisionbot.results import PositionRecord, RunResult, Verdict
 
 
 @dataclass(frozen=True)
@@ -78,36 +80,6 @@ SUMMARY_DETAIL = Detail(worst_rows=25, strips=5, strips_passing=True)
 
 
 @dataclass(frozen=True)
-class CheckRow:
-    name: str
-    icon: str
-    verdict: str
-    positions: str
-    mean_k3: str
-    p99: str
-    max: str
-    frac_over: str
-    flips: str
-    vs_baseline: str
-    vs_previous: str
-
-
-@dataclass(frozen=True)
-class WorstRow:
-    check: str
-    sample: str
-    position: str
-    token: str
-    lp_ref: str
-    lp_test: str
-    delta: str
-    k3: str
-    gap: str
-    flip: str
-    reading: str
-
-
-@dataclass(frozen=True)
 class SectionView:
     label: str
     icon: str
@@ -143,15 +115,6 @@ class ReportView:
     frac_label: str
 
 
-def _stat(stats: Mapping[str, Any], key: str) -> float | None:
-    v = stats.get(key)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _headline_key(c: CheckResult) -> str:
-    return "kl_p99" if c.name == "golden" and "kl_p99" in c.stats else "p99"
-
-
 def baseline_stats_of(section: ReportSection) -> BaselineStats | None:
     """What "vs baseline" compares with: the section's own, else ``run.baseline["stats"]``, else the golden
     check's noise band (its KL p99 is what two known-good builds differ by)."""
@@ -167,125 +130,11 @@ def baseline_stats_of(section: ReportSection) -> BaselineStats | None:
     return None
 
 
-def baseline_info(run: RunResult) -> Mapping[str, Any] | None:
-    """The baseline compared against: ``run.baseline``, else what the golden check recorded about it."""
-    if run.baseline is not None:
-        return run.baseline
-    golden = run.check("golden")
-    info = golden.extra.get("baseline") if golden is not None else None
-    return info if isinstance(info, Mapping) else None
-
-
-def _check_row(c: CheckResult, base: BaselineStats | None, previous: RunResult | None) -> CheckRow:
-    s = c.stats
-    cells = [count(_stat(s, "positions"))] if "positions" in s else []
-    if c.cache is not None:
-        cells.append(f"{c.cache.kept}/{c.cache.total} cache hits")
-    positions = " · ".join(cells) or "–"
-    frac = s.get("frac_over")
-    frac_cell = percent(_stat(frac, FRAC_KEY)) if isinstance(frac, Mapping) and FRAC_KEY in frac else "–"
-    flips = "–"
-    if "flips" in s:
-        flips = count(_stat(s, "flips"))
-        if "confident_flips" in s:
-            flips += f" ({count(_stat(s, 'confident_flips'))} confident)"
-    key = _headline_key(c)
-    vs_base = "–"
-    if base is not None and c.name in base and c.verdict is not Verdict.INCONCLUSIVE:
-        vs_base = ratio(_stat(s, key), _stat(base[c.name], key))
-    vs_prev = "–"
-    before = previous.check(c.name) if previous is not None else None
-    if before is not None:
-        vs_prev = (
-            f"{before.verdict} → {c.verdict}"
-            if before.verdict is not c.verdict
-            else ratio(_stat(s, key), _stat(before.stats, key))
-        )
-    return CheckRow(
-        name=label_text(c.name),
-        icon=ICONS[c.verdict],
-        verdict=str(c.verdict),
-        positions=positions,
-        mean_k3=sig(_stat(s, "mean_k3")),
-        p99=sig(_stat(s, "p99")),
-        max=sig(_stat(s, "max")),
-        frac_over=frac_cell,
-        flips=flips,
-        vs_baseline=vs_base,
-        vs_previous=vs_prev,
-    )
-
-
-def _worst_rows(checks: Sequence[CheckResult], limit: int) -> tuple[tuple[WorstRow, ...], int]:
-    rows: list[WorstRow] = []
-    omitted = 0
-    ordered = sorted(checks, key=lambda c: c.verdict is not Verdict.FAIL)
-    for c in ordered:
-        worst = sorted(c.worst, key=lambda w: -w.k3 if math.isfinite(w.k3) else -math.inf)
-        omitted += max(0, len(worst) - limit)
-        for w in worst[:limit]:
-            ev = evidence.read_position(w)
-            rows.append(
-                WorstRow(
-                    check=label_text(c.name),
-                    sample=str(w.sample),
-                    position=count(w.position),
-                    # No text (the engine gave none): the id is still something to grep for.
-                    token=token_cell(w.token_text) if w.token_text else f"id {w.token_id}",
-                    lp_ref=logprob(w.lp_ref),
-                    lp_test=logprob(w.lp_test),
-                    delta=signed(w.delta),
-                    k3=sig(w.k3),
-                    gap=sig(w.margin_ref),
-                    flip="–" if w.flip is None else ("yes" if w.flip else "no"),
-                    reading=prose(f"{ev.reading} ({ev.why})"),
-                )
-            )
-    return tuple(rows), omitted
-
-
-def _environment(run: RunResult) -> str:
-    env = run.environment
-    parts = []
-    model = env.get("model") or env.get("model_path")
-    if model:
-        parts.append(f"model {label_text(str(model))}")
-    for key, name in (("tp", "tp"), ("gpu", "GPU"), ("dtype", "dtype"), ("suite", "suite")):
-        if env.get(key) not in (None, ""):
-            parts.append(f"{name} {label_text(str(env[key]))}")
-    engine = f"engine {label_text(run.engine.kind)} {label_text(short_sha(run.engine.commit))}"
-    parts.append(engine)
-    b = baseline_info(run)
-    if b is None:
-        parts.append("no baseline")
-    else:
-        sha = b.get("engine_commit") or b.get("commit")
-        when = b.get("date") or b.get("created") or b.get("recorded_at")
-        text = f"baseline {label_text(short_sha(str(sha) if sha else None))}"
-        if when:
-            text += f" from {label_text(str(when)[:10])}"
-        parts.append(text)
-    return " · ".join(parts)
-
-
-def _headline(run: RunResult) -> str:
-    by = {v: [c.name for c in run.checks if c.verdict is v] for v in Verdict}
-    if run.verdict is Verdict.FAIL:
-        text = f"{', '.join(by[Verdict.FAIL])} diverged"
-        if by[Verdict.PASS]:
-            text += f"; {', '.join(by[Verdict.PASS])} clean"
-    elif run.verdict is Verdict.INCONCLUSIVE:
-        text = f"could not judge {', '.join(by[Verdict.INCONCLUSIVE])}" if by[Verdict.INCONCLUSIVE] else "no checks ran"
-    else:
-        text = f"{len(run.checks)} check{'s' if len(run.checks) != 1 else ''} within thresholds"
-    return prose(text)
-
-
 def section_view(section: ReportSection, detail: Detail) -> SectionView:
     run = section.run
     base = baseline_stats_of(section)
     diag = diagnose(run.checks, baseline_stats=base, previous=section.previous) if run.checks else run.diagnosis
-    worst, omitted = _worst_rows(run.checks, detail.worst_rows) if detail.details else ((), 0)
+    worst, omitted = worst_rows(run.checks, detail.worst_rows) if detail.details else ((), 0)
     buckets = tuple(r for c in run.checks for r in bucket_rows(c)) if detail.buckets and detail.details else ()
     strips = _strips(section, detail) if detail.details else ""
     depth = depth_rows(run.check("golden")) if detail.details and detail.buckets else ()
@@ -299,9 +148,9 @@ def section_view(section: ReportSection, detail: Detail) -> SectionView:
         label=label_text(section.label),
         icon=ICONS[run.verdict],
         verdict=str(run.verdict).upper(),
-        headline=_headline(run),
-        environment=_environment(run),
-        rows=tuple(_check_row(c, base, section.previous) for c in run.checks),
+        headline=headline(run),
+        environment=environment_line(run),
+        rows=tuple(check_row(c, base, section.previous) for c in run.checks),
         reasons=reasons,
         diagnosis=tuple(prose(d.text) for d in diag) if detail.diagnosis else (),
         golden_kl=kl_line(run.check("golden")) if detail.details else "",

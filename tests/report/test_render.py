@@ -111,3 +111,17 @@ def test_environment_line_takes_the_baseline_from_the_golden_check() -> None:
     assert "baseline abcdef0 from 2026-11-28" in text
     row = next(r for r in markdown.tables(text)[0].rows if r[0] == "golden")
     assert row[-1] == "×2 ↑"  # KL p99 against the noise band's
+
+
+def test_every_template_ships_in_the_wheel() -> None:
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "precisionbot"
+    ]
+    for name in ("comment.md.j2", "summary.md.j2", "_section.md.j2"):
+        assert any(fnmatch.fnmatch(f"templates/{name}", p) for p in patterns), name
+    assert (root / "precisionbot" / "templates").resolve() == (root / "templates").resolve()
