@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from precisionbot.checks.batch_invariance import check_batch_invariance
 from precisionbot.checks.consistency import check_decode_cache_hit, check_match, check_prefill_cache_hit
 from precisionbot.checks.context import CheckContext, CheckFn
+from precisionbot.checks.golden import check_golden
 
 
 def _per_sample(n: int) -> Callable[[CheckContext], int]:
@@ -27,6 +29,8 @@ CHECKS: Mapping[str, CheckSpec] = {
     "match": CheckSpec(check_match, _per_sample(2)),
     "prefill_cache_hit": CheckSpec(check_prefill_cache_hit, _per_sample(3)),
     "decode_cache_hit": CheckSpec(check_decode_cache_hit, _per_sample(3)),
+    "golden": CheckSpec(check_golden, _per_sample(0)),
+    "batch_invariance": CheckSpec(check_batch_invariance, _per_sample(0)),
 }
 """Registered checks. ``golden`` and ``batch_invariance`` add their entries here; a configured check with no
 entry (e.g. ``layers`` in a build without it) is INCONCLUSIVE, never skipped silently."""

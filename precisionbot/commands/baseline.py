@@ -1,0 +1,159 @@
+"""``precisionbot baseline record | list | show``: golden baselines in a store (local directory or S3).
+
+``record`` runs the golden corpus through an engine and stores a new run (``--label``, default
+``baseline_established``; ``--producer NAME`` adds a known-good variant to the same baseline's noise band).
+Nothing is ever overwritten: re-baselining is recording a newer run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("baseline", help="record, list and show golden baselines")
+    sub = parser.add_subparsers(dest="baseline_command", metavar="ACTION")
+    sub.required = True
+
+    rec = sub.add_parser("record", help="run the golden corpus through an engine and store it as a baseline")
+    source = rec.add_mutually_exclusive_group()
+    source.add_argument("--engine-url", metavar="URL", help="an engine that is already running")
+    source.add_argument(
+        "--engine", choices=("builtin", "launch"), help="builtin: in-process; launch: engine.launch from the config"
+    )
+    rec.add_argument("--engine-kind", choices=("sglang", "openai", "builtin"), help="client for --engine-url")
+    rec.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
+    rec.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")
+    rec.add_argument("--store", metavar="URI", help="s3://bucket/prefix, file:///dir or a directory")
+    rec.add_argument("--label", default="baseline_established", choices=["baseline_established", "passed", "failed"])
+    rec.add_argument("--producer", default="default", metavar="NAME", help="a known-good variant's name (noise band)")
+    rec.add_argument(
+        "--engine-commit", metavar="SHA", help="the engine build's commit (default: $PRECISIONBOT_ENGINE_COMMIT)"
+    )
+    rec.add_argument("--config", metavar="FILE", help="precisionbot YAML config")
+    rec.add_argument("--suite", metavar="NAME", help="suite whose golden options to use (default: the baseline suite)")
+    rec.add_argument("--model", metavar="NAME", help="model name (from the config's models); default: the engine's")
+    rec.set_defaults(handler=_record)
+
+    lst = sub.add_parser("list", help="list the runs in a store, newest first")
+    lst.add_argument("--store", metavar="URI")
+    lst.add_argument("--model", metavar="NAME")
+    lst.add_argument("--json", action="store_true", help="one JSON object per line")
+    lst.set_defaults(handler=_list)
+
+    show = sub.add_parser("show", help="show one run's meta, signature parts, files and stats")
+    show.add_argument("run", metavar="RUN", help="run id (or a unique prefix of it)")
+    show.add_argument("--store", metavar="URI")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=_show)
+
+
+def _store_uri(args: argparse.Namespace, config: Any = None) -> str:
+    if args.store:
+        return str(args.store)
+    if os.environ.get("PRECISIONBOT_BASELINE_STORE"):
+        return os.environ["PRECISIONBOT_BASELINE_STORE"]
+    if config is not None:
+        return str(config.baselines.store)
+    from precisionbot.baselines import DEFAULT_STORE_URI
+
+    return DEFAULT_STORE_URI
+
+
+def _record(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from precisionbot import corpus
+    from precisionbot.baselines import open_store
+    from precisionbot.checks.golden import GoldenTarget, record_golden
+    from precisionbot.commands.check import _config, _model, open_engine
+
+    config = _config(args)
+    suite = config.suite(args.suite or config.github.baseline_suite)
+    model = _model(config, args)
+    store = open_store(_store_uri(args, config))
+    documents = corpus.builtin_documents() if suite.corpus is None else corpus.load_jsonl(suite.corpus)
+    commit = args.engine_commit or os.environ.get("PRECISIONBOT_ENGINE_COMMIT") or None
+    with (
+        tempfile.TemporaryDirectory(prefix="precisionbot-engine-") as logs,
+        open_engine(config, args, model, Path(logs)) as engine,
+    ):
+        name = (model.name if model else None) or engine.server_info().model_path or engine.kind
+        target = GoldenTarget(
+            engine=engine,
+            model=name,
+            documents=tuple(documents),
+            options=suite.golden,
+            engine_args=None if model is None else f"{config.engine.args} {model.args}".strip(),
+            revision=None if model is None else model.revision,
+        )
+        meta = record_golden(target, store, label=args.label, producer=args.producer, engine_commit=commit)
+    print(f"recorded {meta.run_id} ({meta.label}, producer {meta.producer}, {meta.stats['positions']} positions)")
+    print(f"  {store.uri}/{meta.prefix}")
+    print(f"  model {meta.model}, signature {meta.signature}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from precisionbot.baselines import list_runs, open_store
+
+    store = open_store(_store_uri(args))
+    runs = list_runs(store, args.model)
+    if args.json:
+        for run in runs:
+            print(json.dumps(run.to_dict(), sort_keys=True))
+        return 0
+    if not runs:
+        print(f"no runs in {store.uri}")
+        return 0
+    rows = [("run", "date", "label", "producer", "commit", "model", "signature", "positions")]
+    for r in runs:
+        rows.append(
+            (
+                r.run_id,
+                r.date,
+                r.label,
+                r.producer,
+                (r.engine_commit or "-")[:12],
+                r.model,
+                r.signature,
+                str(r.stats.get("positions", "-")),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from precisionbot.baselines import find_run, open_store
+
+    store = open_store(_store_uri(args))
+    run = find_run(store, args.run)
+    if args.json:
+        print(json.dumps(run.to_dict(), indent=2, sort_keys=True))
+        return 0
+    out = sys.stdout
+    out.write(f"run        {run.run_id}\n")
+    out.write(f"key        {store.uri}/{run.prefix}\n")
+    out.write(f"model      {run.model}\n")
+    out.write(f"created    {run.created}\n")
+    out.write(f"label      {run.label}\n")
+    out.write(f"producer   {run.producer}\n")
+    out.write(f"commit     {run.engine_commit or '-'}\n")
+    out.write(f"signature  {run.signature}\n")
+    for key, value in run.signature_parts.items():
+        out.write(f"  {key:<13} {value if value is not None else '(unknown)'}\n")
+    out.write("files\n")
+    for name, info in run.files.items():
+        out.write(f"  {name}  {info.get('bytes')} bytes  sha256 {info.get('sha256')}\n")
+    out.write("stats\n")
+    for key, value in run.stats.items():
+        out.write(f"  {key:<22} {value}\n")
+    return 0
