@@ -44,7 +44,7 @@ def main() -> None:
         wall = time.perf_counter() - t0
     finally:
         engine.close()
-    engine_s, http_s = engine.engine_time_s, engine.http_time_s
+    engine_s, http_s = engine.engine_time_s, engine.http.busy_s
     overhead = wall - engine_s
     print(
         f"{platform.machine()}, {args.samples} samples x {args.max_new_tokens} new tokens, prompts "

@@ -50,6 +50,8 @@ class HttpClient:
         self.timeout_s = timeout_s
         self.retries = retries
         self.backoff_s = backoff_s
+        self.busy_s = 0.0
+        """Sum of the wall time of every HTTP exchange (a benchmark figure; overlapping calls add up)."""
         limits = httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size)
         self._client = httpx.Client(
             base_url=self.base_url,
@@ -84,6 +86,7 @@ class HttpClient:
         for attempt in range(attempts):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            t0 = time.perf_counter()
             try:
                 response = self._client.request(
                     method, path, json=json, timeout=self.timeout_s if timeout_s is None else timeout_s
@@ -99,6 +102,8 @@ class HttpClient:
                 continue
             except httpx.HTTPError as exc:
                 raise EngineError(f"{what}: HTTP error talking to {self.base_url}{path}: {exc}") from exc
+            finally:
+                self.busy_s += time.perf_counter() - t0
             if response.status_code in RETRY_STATUS:
                 last = f"HTTP {response.status_code} {error_message(response)}"
                 continue

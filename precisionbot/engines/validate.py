@@ -48,6 +48,10 @@ def _entries(
         raise _fail(index, field, f"is missing or not a list (got {type(raw).__name__})")
     if len(raw) != expected:
         raise _fail(index, field, f"has {len(raw)} entries, expected {expected}")
+    fast = _entries_fast(raw, first_may_be_none)
+    if fast is not None:
+        return fast
+    # Something is wrong (or unusual): the slow path names the entry and the problem.
     lps = np.empty(expected, dtype=np.float64)
     ids = np.empty(expected, dtype=np.int32)
     texts: list[str | None] = []
@@ -62,12 +66,52 @@ def _entries(
     return lps, ids, tuple(texts)
 
 
+_NUMBER_TYPES = frozenset({float, int})
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def _entries_fast(
+    raw: list[Any], first_may_be_none: bool
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], tuple[str | None, ...]] | None:
+    """Vectorised validation of well-formed entries (replays carry thousands); None = use the slow path."""
+    try:
+        lps = [e[0] for e in raw]
+        ids = [e[1] for e in raw]
+        texts = tuple(e[2] if len(e) > 2 and isinstance(e[2], str) else None for e in raw)
+    except (TypeError, IndexError, KeyError):
+        return None
+    head = 1 if first_may_be_none and lps and lps[0] is None else 0
+    if {type(x) for x in lps[head:]} - _NUMBER_TYPES or {type(x) for x in ids} - {int}:
+        return None
+    lp = np.array([math.nan] * head + lps[head:], dtype=np.float64)
+    tok = np.array(ids, dtype=np.int64)
+    body = lp[head:]
+    if np.isnan(body).any() or (body > 1e-3).any() or (tok < 0).any() or (tok > _INT32_MAX).any():
+        return None
+    return lp, tok.astype(np.int32), texts
+
+
+def _empty_top_row(row: Any) -> bool:
+    """Position 0 has no prediction: its top-k row is null or entries with null logprobs."""
+    return row is None or (isinstance(row, list) and all(isinstance(e, list) and e and e[0] is None for e in row))
+
+
 def _top(raw: Any, index: int, field: str, expected: int, k: int, first_may_be_none: bool) -> TopLogprobs:
     if not isinstance(raw, list) or len(raw) != expected:
         got = f"{len(raw)} rows" if isinstance(raw, list) else type(raw).__name__
         raise _fail(index, field, f"must have {expected} rows (got {got})")
     ids = np.full((expected, k), -1, dtype=np.int32)
     lps = np.full((expected, k), np.nan, dtype=np.float64)
+    head = 1 if first_may_be_none and raw and _empty_top_row(raw[0]) else 0
+    rows = raw[head:]
+    if all(type(row) is list and len(row) == k for row in rows):
+        fast = _entries_fast([e for row in rows for e in row], False)
+        if fast is not None:
+            flat_lp, flat_ids = fast[0].reshape(-1, k), fast[1].reshape(-1, k)
+            order = np.argsort(-flat_lp, axis=1, kind="stable")
+            ids[head:] = np.take_along_axis(flat_ids, order, axis=1)
+            lps[head:] = np.take_along_axis(flat_lp, order, axis=1)
+            return TopLogprobs(ids=ids, logprobs=lps)
     for j, row in enumerate(raw):
         if row is None and first_may_be_none and j == 0:
             continue
