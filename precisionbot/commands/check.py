@@ -101,7 +101,11 @@ def _model(config: Config, args: argparse.Namespace) -> ModelConfig | None:
 def open_engine(config: Config, args: argparse.Namespace, model: ModelConfig | None, log_dir: Path) -> Iterator[Any]:
     """The engine the flags and config select; closed (and stopped, if we started it) on exit."""
     e = config.engine
-    common = {"batch_size": e.batch_size, "concurrency": e.concurrency, "request_timeout_s": e.request_timeout_s}
+    common: dict[str, Any] = {
+        "batch_size": e.batch_size,
+        "concurrency": e.concurrency,
+        "request_timeout_s": e.request_timeout_s,
+    }
     builtin_flags = bool(args.fault or args.disable_radix_cache)
     url = args.engine_url or (None if args.engine else e.url)
     mode = args.engine or ("url" if url else ("launch" if e.launch and e.kind != "builtin" else e.kind))
