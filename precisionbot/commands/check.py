@@ -169,6 +169,7 @@ def _client(kind: str, url: str, common: dict[str, Any]) -> Iterator[Any]:
 def run(args: argparse.Namespace) -> int:
     from precisionbot.checks.progress import TerminalProgress
     from precisionbot.checks.runner import run_suite
+    from precisionbot.report.diagnosis import diagnose
     from precisionbot.resultdir import write_result
 
     config = _config(args)
@@ -208,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
             engine=EngineInfo(url=args.engine_url or "", kind=args.engine_kind or config.engine.kind),
             environment={"suite": suite.name, "profile": profile},
         )
+    result = result.with_diagnosis(diagnose(result.checks))
     write_result(out, result, records)
     print(render_table(result, out))
     return result.verdict.exit_code
