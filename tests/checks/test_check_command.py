@@ -85,3 +85,13 @@ def test_bad_config_file_is_config_error(tmp_path: Path) -> None:
     cfg.write_text("engine:\n  kind: tgi\n")
     with pytest.raises(ConfigError, match=r"p\.yml: key 'engine\.kind' must be one of"):
         _main(["--config", str(cfg), "--out", str(tmp_path)])
+
+
+def test_cli_setup_error_is_one_line_and_exit_three(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from precisionbot.cli import main
+
+    code = main(["check", "--engine-url", "http://127.0.0.1:9", "--checks", "mtach", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert err.startswith("precisionbot: error: --checks: unknown check(s) mtach")
+    assert err.count("\n") == 1 and "Traceback" not in err
