@@ -14,6 +14,7 @@ new tokens, prompts of 256–512 tokens) so the whole demo takes well under a fe
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -51,6 +52,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, metavar="N")
     p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, metavar="N")
     p.add_argument("--prompt-tokens", default=DEFAULT_PROMPT_TOKENS, metavar="N|LO..HI")
+    p.add_argument(
+        "--golden-depths",
+        metavar="N,N,...",
+        help="context depths (tokens) the golden corpus is teacher-forced at (default: the pr suite's, 512,2048,4096)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run)
 
@@ -85,6 +91,16 @@ def _faults(values: list[str]) -> tuple[str, ...]:
     return names
 
 
+def _depths(text: str) -> tuple[int, ...]:
+    try:
+        depths = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        depths = ()
+    if not depths or depths[0] < 16:
+        raise ConfigError(f"--golden-depths {text!r}: write token counts of at least 16, e.g. 256,512")
+    return depths
+
+
 def run(args: argparse.Namespace) -> int:
     from precisionbot.baselines import open_store
     from precisionbot.checks.context import CheckContext
@@ -101,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
     faults = _faults(args.fault)
     config = Config.default()
     suite = apply_overrides(config.suite(config.github.pr_suite), args)
+    if args.golden_depths:
+        suite = dataclasses.replace(
+            suite, golden=dataclasses.replace(suite.golden, context_depths=_depths(args.golden_depths))
+        )
     out = Path(args.out)
     store_uri = args.store or str(out / "baselines")
     profile = config.thresholds.profile

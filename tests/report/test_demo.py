@@ -12,7 +12,17 @@ from precisionbot.commands import demo
 from precisionbot.errors import ConfigError
 from tests.report import markdown
 
-SMALL = ["--samples", "4", "--max-new-tokens", "16", "--prompt-tokens", "64..128", "--quiet"]
+SMALL = [
+    "--samples",
+    "4",
+    "--max-new-tokens",
+    "16",
+    "--prompt-tokens",
+    "64..128",
+    "--golden-depths",
+    "128,256",
+    "--quiet",
+]
 
 
 def run(argv: list[str]) -> int:
@@ -24,7 +34,6 @@ def run(argv: list[str]) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="TEMPORARY: needs the builtin prefix cache and the golden check registered", strict=False)
 def test_demo_catches_the_broken_prefix_restore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo"
     code = run([*SMALL, "--out", str(out)])
@@ -51,5 +60,7 @@ def test_bad_fault_is_a_clear_error(tmp_path: Path) -> None:
         run(["--fault", "no-such-fault", "--out", str(tmp_path)])
     with pytest.raises(ConfigError, match="none"):
         run(["--fault", "none", "--fault", "attn-p-fp8", "--out", str(tmp_path)])
+    with pytest.raises(ConfigError, match="--golden-depths"):
+        run(["--golden-depths", "a,b", "--out", str(tmp_path)])
     with pytest.raises(ConfigError, match="--checks"):
         run(["--checks", "nope", "--out", str(tmp_path)])
