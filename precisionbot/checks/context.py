@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -10,6 +10,7 @@ from precisionbot import corpus
 from precisionbot.checks.compare import CheckOutput
 from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
+from precisionbot.errors import ConfigError
 
 
 class ProgressSink(Protocol):
@@ -61,8 +62,11 @@ class CheckContext:
         """The suite's ``samples`` prompts, tokenised by the engine (deterministic for a seed)."""
         if self._prompts is None:
             self.progress.phase("tokenize")
+            tokenize: corpus.Tokenize = self.engine.tokenize
+            if self.config.engine.tokenizer is not None:
+                tokenize = local_tokenizer(self.config.engine.tokenizer)
             self._prompts = corpus.build_prompts(
-                self.engine.tokenize, self.documents(), self.suite.samples, self.suite.prompt_tokens, self.suite.seed
+                tokenize, self.documents(), self.suite.samples, self.suite.prompt_tokens, self.suite.seed
             )
         return self._prompts
 
@@ -78,3 +82,23 @@ class CheckContext:
 
 CheckFn = Callable[[CheckContext], CheckOutput]
 """A check: runs against ``ctx.engine`` and returns its result (raising ``EngineError`` makes it INCONCLUSIVE)."""
+
+
+def local_tokenizer(name: str) -> corpus.Tokenize:
+    """``engine.tokenizer``: a Hugging Face tokenizer (local path or hub name), when ``transformers`` is there."""
+    try:
+        from transformers import AutoTokenizer  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise ConfigError(
+            f"engine.tokenizer {name!r} needs the 'transformers' package; install it or remove engine.tokenizer "
+            "(the engine then tokenizes the corpus itself)"
+        ) from exc
+    try:
+        tok = AutoTokenizer.from_pretrained(name)
+    except Exception as exc:  # transformers raises many kinds (OSError, ValueError, HTTP errors)
+        raise ConfigError(f"engine.tokenizer {name!r} could not be loaded: {exc}") from exc
+
+    def tokenize(texts: Sequence[str]) -> list[tuple[int, ...]]:
+        return [tuple(int(t) for t in tok(text)["input_ids"]) for text in texts]
+
+    return tokenize

@@ -95,3 +95,40 @@ def test_cli_setup_error_is_one_line_and_exit_three(capsys: pytest.CaptureFixtur
     assert code == 3
     assert err.startswith("precisionbot: error: --checks: unknown check(s) mtach")
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_launch_from_config_template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.chdir(ROOT)  # the template runs `python -m tests.engines.fake_sglang`
+    cfg = tmp_path / "precision.yml"
+    cfg.write_text(
+        "engine:\n"
+        "  kind: sglang\n"
+        f"  launch: {sys.executable} -m tests.engines.fake_sglang --port {{port}} {{args}}\n"
+        "  health_timeout_s: 30\n"
+        "models:\n"
+        "  - name: toy\n"
+        "    path: toy-model\n"
+    )
+    out = tmp_path / "out"
+    assert _main(["--engine", "launch", "--config", str(cfg), *SMALL, "--out", str(out)]) == 0
+    assert "fake engine starting" in (out / "engine.log").read_text()
+    result = read_result(out)
+    assert result.environment["model"] == "toy"
+
+
+def test_configured_tokenizer_without_transformers_is_a_setup_error(tmp_path: Path) -> None:
+    try:
+        import transformers  # type: ignore[import-not-found]  # noqa: F401
+
+        pytest.skip("transformers is installed")
+    except ImportError:
+        pass
+    cfg = tmp_path / "p.yml"
+    cfg.write_text("engine:\n  kind: sglang\n  tokenizer: Qwen/Qwen3-8B\n")
+    with fake_sglang() as (url, _), pytest.raises(ConfigError, match="needs the 'transformers' package"):
+        _main(["--engine-url", url, "--config", str(cfg), *SMALL, "--out", str(tmp_path / "o")])
