@@ -39,6 +39,16 @@ def kl_line(c: CheckResult | None) -> str:
         f"golden KL over the baseline's top-k + rest: p50 {sig(_num(s, 'kl_p50'))}, "
         f"p99 {sig(_num(s, 'kl_p99'))}, max {sig(_num(s, 'kl_max'))} nats"
     )
+    phases = s.get("by_phase")
+    if isinstance(phases, Mapping):
+        parts = [
+            f"{name} KL p99 {sig(_num(p, 'kl_p99'))} over {count(_num(p, 'positions'))} positions"
+            for name, p in phases.items()
+            if isinstance(p, Mapping) and p.get("positions")
+        ]
+        if len(parts) > 1:
+            # Teacher-forced prefill vs decode steps: a divergence only in decode points at decode-time state.
+            text += "; by phase: " + ", ".join(parts)
     band = s.get("band")
     if isinstance(band, Mapping) and band.get("pairs"):
         text += (

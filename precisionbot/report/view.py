@@ -176,11 +176,11 @@ def _strips(section: ReportSection, detail: Detail) -> str:
         for s in worst_strips(c.name, record, samples=detail.strips):
             lines.append(
                 f"{s.check:<18} sample {s.sample:<4} {s.bars}  max {s.max_k3}, onset {s.onset}"
-                f" ({s.positions} positions, {s.per_bar}/bar)"
+                f" ({s.positions} position{'s' if s.positions != 1 else ''}, {s.per_bar}/bar)"
             )
     if not lines:
         return ""
-    return code_block_text("\n".join([f"k3 per position, worst samples first · {LEGEND}", *lines]))
+    return code_block_text("\n".join([f"k3 per position, worst samples first; bars: {LEGEND}", *lines]))
 
 
 def safe_url(url: str | None) -> str | None:

@@ -233,6 +233,10 @@ def golden_failure() -> list[ReportSection]:
                 "kl_p99": 3.8e-5,
                 "sigma_nats": 2.1e-3,
             },
+            by_phase={
+                "prefill": {"positions": 65280, "kl_p50": 3e-4, "kl_p99": 2e-3, "kl_max": 1.2, "flips": 40},
+                "decode": {"positions": 256, "kl_p50": 4e-4, "kl_p99": 3e-3, "kl_max": 0.3, "flips": 1},
+            },
             by_depth=[
                 {
                     "depth": "[0, 1024)",
