@@ -45,9 +45,7 @@ class Reader:
             )
         for key in data:
             if not isinstance(key, str):
-                raise ConfigError(
-                    f"{source}: key {_show(key)} under '{prefix or '<top>'}' is not a string; quote it"
-                )
+                raise ConfigError(f"{source}: key {_show(key)} under '{prefix or '<top>'}' is not a string; quote it")
         self.data: Mapping[str, Any] = data
 
     def path(self, key: str) -> str:
@@ -76,9 +74,7 @@ class Reader:
         if value is None:
             return []
         if not isinstance(value, list):
-            raise self.error(
-                key, f"must be a list (got {type(value).__name__})", "write one '- name: ...' per item"
-            )
+            raise self.error(key, f"must be a list (got {type(value).__name__})", "write one '- name: ...' per item")
         return [Reader(item, self.source, f"{self.path(key)}[{i}]") for i, item in enumerate(value)]
 
     # --- scalars ---
@@ -148,9 +144,7 @@ class Reader:
             with contextlib.suppress(ValueError):
                 value = float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self.error(
-                key, f"must be a finite number (got {_show(value)})", "write e.g. 0.0025 or 1.0e-9"
-            )
+            raise self.error(key, f"must be a finite number (got {_show(value)})", "write e.g. 0.0025 or 1.0e-9")
         return float(value)
 
     def positive_float(self, key: str, default: float) -> float:
@@ -187,9 +181,7 @@ class Reader:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise self.error(
-                key, f"must be a list of strings (got {_show(value)})", "write [a, b] or '- a' lines"
-            )
+            raise self.error(key, f"must be a list of strings (got {_show(value)})", "write [a, b] or '- a' lines")
         return tuple(value)
 
     def positive_ints(self, key: str, default: tuple[int, ...]) -> tuple[int, ...]:
