@@ -91,7 +91,7 @@ class Ec2Cloud:
         if spec.root_volume_gb:
             params["BlockDeviceMappings"] = [
                 {
-                    "DeviceName": spec.root_device,
+                    "DeviceName": self._root_device(spec.ami),
                     "Ebs": {
                         "VolumeSize": spec.root_volume_gb,
                         "VolumeType": "gp3",
@@ -109,6 +109,15 @@ class Ec2Cloud:
         with _aws(f"start a {spec.instance_type} instance from {spec.ami}"):
             reply = self._ec2.run_instances(**params)
         return _instance(reply["Instances"][0])
+
+    def _root_device(self, ami: str) -> str:
+        """The AMI's root device name: a mapping under any other name would add a second, unused volume
+        instead of resizing the root (Ubuntu uses /dev/sda1, Amazon Linux /dev/xvda)."""
+        with _aws(f"read AMI {ami}"):
+            images = self._ec2.describe_images(ImageIds=[ami]).get("Images", [])
+        if not images or not images[0].get("RootDeviceName"):
+            raise CloudError(f"AMI {ami} was not found or has no root device (check --ami and --region)")
+        return str(images[0]["RootDeviceName"])
 
     def find_instances(
         self,

@@ -92,6 +92,7 @@ def launch(
     log: Log = lambda _: None,
 ) -> Launched:
     """Register a JIT runner, start one instance that runs it, wait until it is online."""
+    render_user_data(runner, "")  # bad settings fail here, before anything exists that needs cleaning up
     jit = registry.create_jit_config(runner.repo, runner.name, runner.labels, runner.runner_group_id)
     log(f"registered just-in-time runner {runner.name} (id {jit.runner.id}) in {runner.repo}")
     try:

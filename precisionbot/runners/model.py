@@ -48,8 +48,7 @@ class InstanceSpec:
     instance_profile: str | None = None
     """Name or ARN of the instance profile (read-only baseline access; never write access)."""
     root_volume_gb: int | None = None
-    root_device: str = "/dev/sda1"
-    """Root device name of the AMI (Ubuntu and the Deep Learning AMIs use ``/dev/sda1``)."""
+    """Resize the AMI's root volume (gp3); None keeps the AMI's own size."""
     spot: bool = False
     key_name: str | None = None
 

@@ -128,8 +128,9 @@ def test_pool_config_launches_nothing(tmp_path: Path, capsys: pytest.CaptureFixt
         ("no-token", [], r"PRECISIONBOT_GITHUB_TOKEN .*GITHUB_TOKEN cannot"),
         ("unknown-repo", ["--repo", "acme/nope"], r"HTTP 404 .*acme/nope exists"),
         ("none", ["--subnet", "subnet-00000000"], r"AWS refused to start .*InvalidSubnetID.NotFound"),
+        ("none", ["--ami", "ami-0123456789abcdef0"], r"AWS refused to read AMI .*InvalidAMIID.NotFound.*--ami"),
         ("no-aws-credentials", [], r"no AWS credentials found"),
-        ("aws-unreachable", [], r"cannot start .*AWS_ENDPOINT_URL"),
+        ("aws-unreachable", [], r"cannot read AMI .*AWS_ENDPOINT_URL"),
         ("none", ["--ami", ""], r"needs --ami"),
     ],
 )

@@ -63,6 +63,9 @@ def test_launch_starts_one_tagged_self_terminating_instance_and_waits_until_onli
     raw = instances[0]
     assert raw["InstanceType"] == "g6.xlarge" and raw["ImageId"] == "ami-12c6146b"
     assert raw.get("InstanceLifecycle") == "spot"
+    root_device = ec2().describe_images(ImageIds=["ami-12c6146b"])["Images"][0]["RootDeviceName"]
+    (volume,) = ec2().describe_volumes()["Volumes"]
+    assert (volume["Size"], volume["Attachments"][0]["Device"]) == (150, root_device)
     tags = {t["Key"]: t["Value"] for t in raw["Tags"]}
     assert tags["precisionbot:repo"] == REPO
     assert tags["precisionbot:run-id"] == "77"
