@@ -86,12 +86,25 @@ def golden_stats(
 
 
 def judge_golden(
-    c: Comparison, stats: dict[str, Any], band: NoiseBand | None, t: GoldenThresholds
+    c: Comparison,
+    stats: dict[str, Any],
+    band: NoiseBand | None,
+    t: GoldenThresholds,
+    band_abs_delta_nats: float = 0.0,
 ) -> tuple[Verdict, list[str]]:
-    """The verdict and one sentence per reason; sets ``stats["confident_flips"]``."""
+    """The verdict and one sentence per reason; sets ``stats["confident_flips"]``.
+
+    ``band_abs_delta_nats`` is the largest |Δ logprob| the producers showed on any shared top-k id. With a band,
+    a flip is confident above the band's largest flip margin *or* twice that |Δ|, whichever is larger: a flip
+    needs the top-1 and top-2 to move apart by the margin, which noise that moves single logprobs by up to d can
+    do up to 2d. (Two producers see few flips, so their largest flip margin alone is a noisy estimate.)
+    """
     fails: list[str] = []
     use_band = band is not None and band.pairs > 0 and not band.is_zero
-    limit = band.max_flip_margin_nats if use_band and band is not None else t.confident_flip_margin
+    if use_band and band is not None:
+        limit = max(band.max_flip_margin_nats, 2.0 * band_abs_delta_nats)
+    else:
+        limit = t.confident_flip_margin
     confident = c.flip & (c.margin > limit)
     stats["confident_flips"] = int(np.count_nonzero(confident))
     stats["confident_flip_limit_nats"] = limit
@@ -105,7 +118,7 @@ def judge_golden(
         )
     if np.any(confident):
         i = int(np.flatnonzero(confident)[np.argmax(c.margin[confident])])
-        origin = "the noise band's largest flip margin" if use_band else "the confident-flip margin"
+        origin = "the noise band's flip limit" if use_band else "the confident-flip margin"
         fails.append(
             f"{stats['confident_flips']} confident flip(s): the top-1 token changed where the baseline was sure "
             f"(largest at sample {c.sample[i]}, position {c.position[i]}: margin {c.margin[i]:.3g} nats > "
@@ -127,17 +140,17 @@ def judge_golden(
     else:
         if stats["kl_max"] > t.logit_kl or not np.isfinite(stats["kl_max"]):
             i = int(np.argmax(np.nan_to_num(c.kl, nan=np.inf)))
-            over = int(np.count_nonzero(c.kl > t.logit_kl))
+            n_over = int(np.count_nonzero(c.kl > t.logit_kl))
             fails.append(
-                f"{over} position(s) have a KL above the per-position limit {t.logit_kl:g} nats (no noise band; "
+                f"{n_over} position(s) have a KL above the per-position limit {t.logit_kl:g} nats (no noise band; "
                 f"largest {stats['kl_max']:.3g} at sample {c.sample[i]}, position {c.position[i]})"
             )
     if t.max_abs_delta is not None:
-        over = np.unique(c.sample[np.nan_to_num(c.shared_max, nan=np.inf) > t.max_abs_delta])
-        if over.size:
+        samples_over = np.unique(c.sample[np.nan_to_num(c.shared_max, nan=np.inf) > t.max_abs_delta])
+        if samples_over.size:
             fails.append(
-                f"{over.size} sample(s) have a max |Δ logprob| over shared top-k ids above {t.max_abs_delta:g} "
-                f"(largest {stats['max_abs_delta']:.3g}; samples {', '.join(map(str, over[:5].tolist()))})"
+                f"{samples_over.size} sample(s) have a max |Δ logprob| over shared top-k ids above {t.max_abs_delta:g} "
+                f"(largest {stats['max_abs_delta']:.3g}; samples {', '.join(map(str, samples_over[:5].tolist()))})"
             )
     if fails:
         return Verdict.FAIL, fails

@@ -229,7 +229,7 @@ def golden_signature(
 ) -> Signature:
     """Everything that must match between a baseline and a candidate (not the engine commit)."""
     raw = info.raw
-    keys = SERVER_ARG_KEYS
+    keys: tuple[str, ...] = SERVER_ARG_KEYS
     if "faults" in raw:  # the builtin engine derives this flag from its faults, which are the change under test
         keys = tuple(k for k in keys if k != "enable_deterministic_inference")
     args: Any = normalize_engine_args(engine_args) if engine_args is not None else {k: raw[k] for k in keys if k in raw}

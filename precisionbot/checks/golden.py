@@ -66,9 +66,10 @@ class GoldenTarget:
     options: GoldenOptions
     engine_args: str | None = None
     revision: str | None = None
+    docs_per_kind: int = DOCS_PER_KIND
 
     def chosen(self) -> list[Document]:
-        return choose_documents(self.documents, DOCS_PER_KIND, max(self.options.context_depths))
+        return choose_documents(self.documents, self.docs_per_kind, max(self.options.context_depths))
 
     def signature(self) -> Signature:
         return golden_signature(
@@ -76,7 +77,7 @@ class GoldenTarget:
             model=self.model,
             corpus=corpus_hash(self.chosen()),
             options=self.options,
-            docs_per_kind=DOCS_PER_KIND,
+            docs_per_kind=self.docs_per_kind,
             engine_args=self.engine_args,
             revision=self.revision,
         )
@@ -125,10 +126,15 @@ def load_golden(store: Store, meta: RunMeta) -> GoldenRecord:
     return GoldenRecord.from_arrays(golden["samples"], load_arrays(store, meta, ARRAYS))
 
 
-def band_of(records: Sequence[GoldenRecord]) -> NoiseBand | None:
-    """The noise band from every pair of known-good producers (None with fewer than two)."""
-    pairs = [compare_records(a, b).pair() for a, b in itertools.combinations(records, 2)]
-    return noise_band(pairs) if pairs else None
+def band_of(records: Sequence[GoldenRecord]) -> tuple[NoiseBand | None, float]:
+    """The noise band from every pair of known-good producers (None with fewer than two), and the largest
+    |Δ logprob| the producers showed on a shared top-k id."""
+    comparisons = [compare_records(a, b) for a, b in itertools.combinations(records, 2)]
+    if not comparisons:
+        return None, 0.0
+    deltas = np.concatenate([c.shared_max for c in comparisons])
+    finite = deltas[np.isfinite(deltas)]
+    return noise_band([c.pair() for c in comparisons]), float(np.max(finite)) if finite.size else 0.0
 
 
 def _no_baseline(target: GoldenTarget, store: Store, signature: Signature) -> CheckOutput:
@@ -166,7 +172,7 @@ def compare_golden(target: GoldenTarget, store: Store, thresholds: GoldenThresho
     records = [load_golden(store, m) for m in producers]
     ref = records[0]
     try:
-        band = band_of(records)
+        band, band_abs_delta = band_of(records)
         candidate = produce(target.engine, plan_from_record(ref, target.options.decode_steps))
         comparison = compare_records(ref, candidate)
     except LayoutMismatch as exc:
@@ -181,7 +187,8 @@ def compare_golden(target: GoldenTarget, store: Store, thresholds: GoldenThresho
         kinds=[s.kind for s in ref.samples],
         band=band,
     )
-    verdict, reasons = judge_golden(comparison, stats, band, thresholds)
+    verdict, reasons = judge_golden(comparison, stats, band, thresholds, band_abs_delta)
+    stats["band_max_abs_delta"] = band_abs_delta
     stats["producers"] = [m.producer for m in producers]
     info = {
         "run_id": baseline.run_id,
