@@ -218,13 +218,13 @@ def _flips(c: CheckResult, out: list[Diagnosis]) -> None:
     systematic = [w for w in c.worst if evidence.read_position(w).systematic_flip]
     if systematic:
         w = max(systematic, key=lambda x: x.margin_ref or 0.0)
-        token = visible(cap(w.token_text, 24))
+        token = f"\u201c{visible(cap(w.token_text, 24))}\u201d" if w.token_text else f"id {w.token_id}"
         extra = f" ({len(systematic)} such flips among the worst positions)" if len(systematic) > 1 else ""
         out.append(
             Diagnosis(
                 "systematic_flip",
                 f"{c.name}: the top-1 token flips at sample {w.sample}, position {w.position} (scored token "
-                f"\u201c{token}\u201d) across a top-2 gap of {sig(w.margin_ref)} nats{extra}; bf16 noise (~1e-3) "
+                f"{token}) across a top-2 gap of {sig(w.margin_ref)} nats{extra}; bf16 noise (~1e-3) "
                 "cannot do that, only a systematic logit shift can.",
                 c.name,
             )

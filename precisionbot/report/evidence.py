@@ -50,18 +50,33 @@ class PositionEvidence:
     systematic_flip: bool
 
 
+def _num(value: float, threshold: float) -> str:
+    """``value`` to 2 significant figures, or more when 2 would print it equal to ``threshold``."""
+    for digits in (2, 3, 4, 6):
+        text = f"{value:.{digits}g}"
+        if float(text) != threshold:
+            return text
+    return f"{value:.6g}"
+
+
 def read_position(w: WorstPosition) -> PositionEvidence:
     """Classify one position by its cross-path |Δ| and, at a flip, the reference's top-2 gap."""
     delta = abs(w.delta)
     gap = w.margin_ref
     if w.flip and gap is not None and gap > SYSTEMATIC_GAP_NATS:
-        return PositionEvidence(Reading.BUG, f"flip at gap {gap:.2g} > {SYSTEMATIC_GAP_NATS:g}", True)
+        return PositionEvidence(
+            Reading.BUG, f"flip at gap {_num(gap, SYSTEMATIC_GAP_NATS)} > {SYSTEMATIC_GAP_NATS:g}", True
+        )
     if not math.isfinite(delta) or delta > BUG_DELTA_NATS:
-        return PositionEvidence(Reading.BUG, f"|Δ| {delta:.2g} > {BUG_DELTA_NATS:g}", False)
+        return PositionEvidence(Reading.BUG, f"|Δ| {_num(delta, BUG_DELTA_NATS)} > {BUG_DELTA_NATS:g}", False)
     if w.flip and gap is not None and gap < UNATTRIBUTABLE_GAP_NATS:
-        return PositionEvidence(Reading.UNATTRIBUTABLE, f"flip at gap {gap:.2g} < {UNATTRIBUTABLE_GAP_NATS:g}", False)
+        return PositionEvidence(
+            Reading.UNATTRIBUTABLE,
+            f"flip at gap {_num(gap, UNATTRIBUTABLE_GAP_NATS)} < {UNATTRIBUTABLE_GAP_NATS:g}",
+            False,
+        )
     if delta <= NOISE_DELTA_NATS and not w.flip:
-        return PositionEvidence(Reading.NOISE, f"|Δ| {delta:.2g} ≤ {NOISE_DELTA_NATS:g}", False)
+        return PositionEvidence(Reading.NOISE, f"|Δ| {_num(delta, NOISE_DELTA_NATS)} ≤ {NOISE_DELTA_NATS:g}", False)
     return PositionEvidence(Reading.UNCLEAR, f"|Δ| {delta:.2g} between noise and 0.1", False)
 
 

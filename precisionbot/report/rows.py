@@ -112,7 +112,9 @@ def worst_rows(checks: Sequence[CheckResult], limit: int) -> tuple[tuple[WorstRo
     omitted = 0
     ordered = sorted(checks, key=lambda c: c.verdict is not Verdict.FAIL)
     for c in ordered:
-        worst = sorted(c.worst, key=lambda w: -w.k3 if math.isfinite(w.k3) else -math.inf)
+        # A position with no difference at all (bit-identical paths) tells the reader nothing.
+        shown = [w for w in c.worst if not (w.delta == 0.0 and w.k3 == 0.0 and not w.flip)]
+        worst = sorted(shown, key=lambda w: -w.k3 if math.isfinite(w.k3) else -math.inf)
         omitted += max(0, len(worst) - limit)
         for w in worst[:limit]:
             ev = evidence.read_position(w)

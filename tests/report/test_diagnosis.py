@@ -226,3 +226,10 @@ def test_samples_without_divergence_give_no_spread_reading() -> None:
 def test_bit_identical_paths_say_so() -> None:
     (finding,) = diagnose([chk("match", P, max=0.0, p99=0.0)])
     assert finding.code == "noise" and "bit-identical" in finding.text
+
+
+def test_a_flip_without_token_text_names_the_token_id() -> None:
+    w = WorstPosition(2, 1018, 101, "", -5.19, -4.93, -0.26, 0.03, margin_ref=0.53, flip=True)
+    c = CheckResult("golden", F, stats={"p99": 0.1}, worst=(w,))
+    (finding,) = [d for d in diagnose([c]) if d.code == "systematic_flip"]
+    assert "(scored token id 101)" in finding.text

@@ -112,3 +112,8 @@ def test_bucket_shapes() -> None:
     assert [(r.bucket, r.rate, r.band_rate) for r in rows] == [("[0.3, 1)", "0.044%", "0%")]
     assert bucket_rows(check(None)) == ()
     assert bucket_rows(check({"nonsense": 1})) == ()
+
+
+def test_a_value_just_over_a_threshold_never_reads_as_equal_to_it() -> None:
+    assert read_position(pos(0.1004)).why == "|Δ| 0.1004 > 0.1"
+    assert read_position(pos(0.05, 0.4001, True)).why == "flip at gap 0.4001 > 0.4"

@@ -126,3 +126,14 @@ def test_every_template_ships_in_the_wheel() -> None:
     for name in ("comment.md.j2", "summary.md.j2", "_section.md.j2"):
         assert any(fnmatch.fnmatch(f"templates/{name}", p) for p in patterns), name
     assert (root / "precisionbot" / "templates").resolve() == (root / "templates").resolve()
+
+
+def test_positions_without_any_difference_are_not_listed() -> None:
+    from precisionbot.results import CheckResult, Verdict, WorstPosition
+
+    same = WorstPosition(0, 1, 34, "x", -5.0, -5.0, 0.0, 0.0, margin_ref=1.0, flip=False)
+    diff = WorstPosition(0, 2, 35, "y", -5.0, -5.1, 0.1, 0.005, margin_ref=1.0, flip=False)
+    run = scenarios.run([CheckResult("match", Verdict.PASS, stats={"max": 0.005}, worst=(same, diff))])
+    text = render_summary([scenarios.ReportSection("x", run)])
+    (worst,) = [t for t in markdown.tables(text) if "Token" in t.header]
+    assert [r[3] for r in worst.rows] == ["y"]
