@@ -15,9 +15,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precisionbot.errors import ConfigError
+
+if TYPE_CHECKING:
+    from precisionbot.config import RunnerConfig
+    from precisionbot.runners.registry import GitHubRunnerRegistry
 
 _DEFAULT_API_URL = "https://api.github.com"
 
@@ -89,13 +93,13 @@ def _github_env() -> _GitHubEnv:
     return _GitHubEnv(token=token, api_url=os.environ.get("GITHUB_API_URL") or _DEFAULT_API_URL)
 
 
-def _registry(env: _GitHubEnv) -> Any:
+def _registry(env: _GitHubEnv) -> GitHubRunnerRegistry | None:
     from precisionbot.runners.registry import GitHubRunnerRegistry
 
     return GitHubRunnerRegistry.from_token(env.token, env.api_url) if env.token else None
 
 
-def _load_runner_config(args: argparse.Namespace) -> Any:
+def _load_runner_config(args: argparse.Namespace) -> RunnerConfig:
     from precisionbot.config import DEFAULT_CONFIG_PATH, Config, load_config
 
     if args.config:
@@ -120,6 +124,7 @@ def _launch(args: argparse.Namespace) -> int:
         validate_repo,
         validate_run_id,
     )
+    from precisionbot.runners.registry import GitHubRunnerRegistry
 
     rc = _load_runner_config(args)
     if rc.kind == "pool":
@@ -173,7 +178,7 @@ def _launch(args: argparse.Namespace) -> int:
             run_id=run_id,
             pr=args.pr,
             cloud=Ec2Cloud.from_env(args.region or rc.region),
-            registry=_registry(gh),
+            registry=GitHubRunnerRegistry.from_token(gh.token, gh.api_url),
             clock=clock,
             wait_timeout_s=wait_s,
             poll_interval_s=args.poll_interval,
