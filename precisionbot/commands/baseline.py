@@ -55,8 +55,6 @@ def register(subparsers: Any) -> None:
 def _store_uri(args: argparse.Namespace, config: Any = None) -> str:
     if args.store:
         return str(args.store)
-    if os.environ.get("PRECISIONBOT_BASELINE_STORE"):
-        return os.environ["PRECISIONBOT_BASELINE_STORE"]
     if config is not None:
         return str(config.baselines.store)
     from precisionbot.baselines import DEFAULT_STORE_URI
