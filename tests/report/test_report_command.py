@@ -99,3 +99,13 @@ def test_damaged_arrays_only_lose_the_picture(dirs: dict[str, Path], capsys: pyt
     captured = capsys.readouterr()
     assert "warning" in captured.err and "match.npz" in captured.err
     assert "### ❌" in captured.out and "```text" not in captured.out
+
+
+def test_through_the_cli_root(dirs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from precisionbot.cli import main
+
+    assert main(["report", str(dirs["all_pass"]), "--format", "summary"]) == 0
+    assert capsys.readouterr().out.startswith("## ✅ precisionbot: PASS")
+    assert main(["report", str(tmp_path / "missing")]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("precisionbot: error: ") and "Traceback" not in err and len(err.splitlines()) == 1
