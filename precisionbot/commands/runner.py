@@ -256,6 +256,8 @@ def _reap(args: argparse.Namespace) -> int:
     from precisionbot.runners.lifecycle import SYSTEM_CLOCK, reap
     from precisionbot.runners.model import validate_repo
 
+    if args.grace_minutes < 0:
+        raise ConfigError(f"--grace-minutes must be >= 0, got {args.grace_minutes:g}")
     env_repo = os.environ.get("GITHUB_REPOSITORY")
     repos = [validate_repo(r) for r in (args.repo or ([env_repo] if env_repo else []))]
     gh = _github_env()
