@@ -47,7 +47,7 @@ class Rows:
 def _requests(prompts: Sequence[tuple[int, ...]]) -> list[GenerateRequest]:
     return [
         GenerateRequest(
-            p, max_new_tokens=DECODE_STEPS, logprob_start_len=max(1, len(p) - SCORED_TAIL), top_logprobs_num=TOP_K
+            p, max_new_tokens=DECODE_STEPS, logprob_start_len=max(0, len(p) - SCORED_TAIL - 1), top_logprobs_num=TOP_K
         )
         for p in prompts
     ]
@@ -58,16 +58,17 @@ def _rows(requests: Sequence[GenerateRequest], answers: Sequence[Generation]) ->
     for i, (r, g) in enumerate(zip(requests, answers, strict=True)):
         if g.input_top is None or g.output_top is None:
             raise EngineError(f"request {i} returned no top-k logprobs")
-        start = r.logprob_start_len
-        n_in, n_out = len(g.input_logprobs), len(g.output_ids)
+        # Entry 0 of the input logprobs is null in SGLang's answers (whatever logprob_start_len is): skip it.
+        start = r.logprob_start_len + 1
+        n_in, n_out = len(g.input_logprobs) - 1, len(g.output_ids)
         parts.append(
             (
                 np.full(n_in + n_out, i, dtype=np.int32),
                 np.arange(start, start + n_in + n_out, dtype=np.int32),
-                np.concatenate([g.input_token_ids, np.asarray(g.output_ids, dtype=np.int32)]),
-                np.concatenate([g.input_logprobs, g.output_logprobs]),
-                np.concatenate([g.input_top.ids, g.output_top.ids]),
-                np.concatenate([g.input_top.logprobs, g.output_top.logprobs]),
+                np.concatenate([g.input_token_ids[1:], np.asarray(g.output_ids, dtype=np.int32)]),
+                np.concatenate([g.input_logprobs[1:], g.output_logprobs]),
+                np.concatenate([g.input_top.ids[1:], g.output_top.ids]),
+                np.concatenate([g.input_top.logprobs[1:], g.output_top.logprobs]),
             )
         )
     cols = [np.concatenate([p[j] for p in parts]) for j in range(6)]
