@@ -143,7 +143,9 @@ def _launch(args: argparse.Namespace) -> int:
             "(a GitHub App or fine-grained PAT; GITHUB_TOKEN cannot create just-in-time runners)"
         )
     clock = SYSTEM_CLOCK
-    run_id = validate_run_id(args.run_id or os.environ.get("GITHUB_RUN_ID") or f"local{int(clock.monotonic())}")
+    run_id = validate_run_id(args.run_id or os.environ.get("GITHUB_RUN_ID") or f"local{int(clock.now().timestamp())}")
+    if args.pr and not args.pr.isdigit():
+        raise ConfigError(f"--pr {args.pr!r} must be a pull request number")
     name = new_runner_name(run_id, clock.now())
     label = validate_label(args.label) if args.label else name
     ttl = args.ttl_minutes if args.ttl_minutes is not None else rc.ttl_minutes
