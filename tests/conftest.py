@@ -4,11 +4,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.moto_server import moto_server
+from tests.support.moto_server import moto_server, reset_and_point_at
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    """One moto server (S3 + EC2) on 127.0.0.1 for the whole session."""
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A fresh moto server (S3 + EC2) on 127.0.0.1; yields its URL, with AWS_* env pointing at it."""
-    with moto_server(monkeypatch) as url:
-        yield url
+def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """moto's server, reset for this test, with AWS_* env (AWS_ENDPOINT_URL ...) pointing at it; yields its URL."""
+    return reset_and_point_at(moto_url, monkeypatch)
