@@ -149,6 +149,7 @@ def _corrupt(mode: str, items: list[dict[str, Any]]) -> Any:
 
 class _Handler(BaseHTTPRequestHandler):
     state: FakeState
+    disable_nagle_algorithm = True  # else each answer waits ~40 ms for a delayed ACK
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -42,6 +42,8 @@ def _completion(body: dict[str, Any], mode: str) -> dict[str, Any]:
 @contextmanager
 def fake_vllm(mode: str = "ok") -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
+        disable_nagle_algorithm = True
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
