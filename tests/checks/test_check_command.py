@@ -132,3 +132,18 @@ def test_configured_tokenizer_without_transformers_is_a_setup_error(tmp_path: Pa
     cfg.write_text("engine:\n  kind: sglang\n  tokenizer: Qwen/Qwen3-8B\n")
     with fake_sglang() as (url, _), pytest.raises(ConfigError, match="needs the 'transformers' package"):
         _main(["--engine-url", url, "--config", str(cfg), *SMALL, "--out", str(tmp_path / "o")])
+
+
+@pytest.mark.slow
+def test_builtin_fault_end_to_end_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from precisionbot.cli import main
+
+    out = tmp_path / "out"
+    argv = ["check", "--engine", "builtin", "--fault", "restore-layer0-only", "--samples", "6"]
+    argv += ["--max-new-tokens", "16", "--prompt-tokens", "64..128", "--out", str(out)]
+    assert main(argv) == 1
+    result = read_result(out)
+    assert [c.verdict.value for c in result.checks] == ["pass", "fail", "fail"]
+    assert result.engine.kind == "builtin"
+    assert result.diagnosis and result.diagnosis[0].code == "prefill_restore"
+    assert "verdict: FAIL (exit 1)" in capsys.readouterr().out
