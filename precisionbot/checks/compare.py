@@ -50,7 +50,9 @@ class CheckOutput:
 
 def _fmt(x: float) -> str:
     """Never print a non-zero value as 0."""
-    if x == 0 or not math.isfinite(x):
+    if x == 0:
+        return "0"
+    if not math.isfinite(x):
         return str(x)
     return f"{x:.3g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
 

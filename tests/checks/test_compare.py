@@ -132,6 +132,6 @@ def test_cache_helper_less_exact_than_match_fails() -> None:
     assert cache.verdict is Verdict.PASS  # tiny in absolute terms
     judged = judge_against_match(cache, match, DEFAULT)
     assert judged.verdict is Verdict.FAIL
-    assert "above 4x match's 0.0" in judged.reasons[0]
+    assert "above 4x match's 0 " in judged.reasons[0]
     # The same noise on both paths is not a cache bug.
     assert judge_against_match(cache, noisy_match, DEFAULT).verdict is Verdict.PASS
