@@ -147,7 +147,9 @@ def render(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds:
                 cells.append("-")
                 continue
             caught = c["verdict"] == "fail"
-            ok = caught == (name in r["must_fail"]) or (c["verdict"] == "inconclusive" and name not in r["must_fail"])
+            # ✗ marks a miss (a check that must catch this variant did not) or a false alarm (a good variant
+            # failed); a bad variant also caught by another check is fine.
+            ok = caught if name in r["must_fail"] else (not caught or bool(r["must_fail"]))
             key = "kl_max" if name == "golden" else "mean_k3"
             cells.append(f"{c['verdict']}{'' if ok else ' ✗'} ({key} {_fmt(c['stats'].get(key))})")
         lines.append(f"| {r['variant']} | {', '.join(r['must_fail']) or '-'} | " + " | ".join(cells) + " |")
