@@ -168,3 +168,33 @@ def test_config_is_frozen() -> None:
     c = Config.default()
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.engine.kind = "sglang"  # type: ignore[misc]
+
+
+def test_example_documents_every_key() -> None:
+    """docs/config.md and examples/precision.yml show every key (commented out where it has no sane example)."""
+    from precisionbot import config as cfg
+
+    text = EXAMPLE.read_text()
+    sections = {
+        "engine": cfg.EngineConfig,
+        "runner": cfg.RunnerConfig,
+        "models": cfg.ModelConfig,
+        "suites": cfg.SuiteConfig,
+        "golden": cfg.GoldenOptions,
+        "batch_invariance": cfg.BatchInvarianceOptions,
+        "thresholds": cfg.ThresholdSet,
+        "github": cfg.GitHubConfig,
+        "permissions": cfg.PermissionsConfig,
+        "baselines": cfg.BaselinesConfig,
+        "thresholds.golden": cfg.GoldenThresholds,
+    }
+    missing = []
+    for section, cls in sections.items():
+        for f in dataclasses.fields(cls):
+            if f.name in {"name", "golden", "batch_invariance", "runner"}:
+                continue  # sections of their own (checked above) or implied by the list/mapping key
+            if f"{f.name}:" not in text:
+                missing.append(f"{section}.{f.name}")
+    assert missing == []
+    docs = (EXAMPLE.parents[1] / "docs" / "config.md").read_text()
+    assert text in docs  # the doc embeds the example verbatim
