@@ -38,6 +38,8 @@ class Comparison:
     """Per compared row (``M`` rows; ``ref_row`` indexes the baseline's rows)."""
 
     ref_row: npt.NDArray[np.int64]
+    test_row: npt.NDArray[np.int64]
+    """Rows of the candidate's record (they differ from ``ref_row`` once a decode sample diverged in length)."""
     sample: npt.NDArray[np.int32]
     position: npt.NDArray[np.int32]
     decode: npt.NDArray[np.bool_]
@@ -115,6 +117,7 @@ def compare_records(ref: GoldenRecord, test: GoldenRecord) -> Comparison:
         kl = metrics.topk_union_kl(rid, rlp, tid, tlp)
     return Comparison(
         ref_row=ri,
+        test_row=ti,
         sample=ref.sample_index()[ri],
         position=ref.positions()[ri],
         decode=~ref.phase_mask("prefill")[ri],

@@ -168,12 +168,19 @@ def plan_from_record(record: GoldenRecord, decode_steps: int) -> GoldenPlan:
     return GoldenPlan(docs, record.top_k, decode_steps)
 
 
-def produce(engine: Engine, plan: GoldenPlan) -> GoldenRecord:
-    """Run the plan's prefill and decode requests; one row per scored position."""
+def produce(engine: Engine, plan: GoldenPlan, texts: list[str] | None = None) -> GoldenRecord:
+    """Run the plan's prefill and decode requests; one row per scored position. With ``texts`` (a list to
+    fill), the engine is asked for token text and ``texts`` receives one string per row (for reports)."""
+    want_text = texts is not None
     k = plan.top_k
     engine.flush_cache()
     prefill = engine.generate(
-        [GenerateRequest(d.input_ids, max_new_tokens=0, logprob_start_len=0, top_logprobs_num=k) for d in plan.docs]
+        [
+            GenerateRequest(
+                d.input_ids, max_new_tokens=0, logprob_start_len=0, top_logprobs_num=k, return_text=want_text
+            )
+            for d in plan.docs
+        ]
     )
     samples: list[GoldenSample] = []
     parts: list[Mapping[str, Any]] = []
@@ -193,9 +200,16 @@ def produce(engine: Engine, plan: GoldenPlan) -> GoldenRecord:
                 "top_lp": g.input_top.logprobs[1:],
             }
         )
+        if texts is not None:
+            texts.extend(_texts(g.input_token_text[1:], len(d.input_ids) - 1))
     if plan.decode_steps > 0:
         decode = engine.generate(
-            [GenerateRequest(d.input_ids, max_new_tokens=plan.decode_steps, top_logprobs_num=k) for d in plan.docs]
+            [
+                GenerateRequest(
+                    d.input_ids, max_new_tokens=plan.decode_steps, top_logprobs_num=k, return_text=want_text
+                )
+                for d in plan.docs
+            ]
         )
         for i, (d, g) in enumerate(zip(plan.docs, decode, strict=True)):
             if g.output_top is None:
@@ -211,10 +225,17 @@ def produce(engine: Engine, plan: GoldenPlan) -> GoldenRecord:
                     "top_lp": g.output_top.logprobs,
                 }
             )
+            if texts is not None:
+                texts.extend(_texts(g.output_token_text, len(g.output_ids)))
     record = GoldenRecord.build(samples, parts)
     if np.any(record.top_ids < 0):
         raise EngineError("the engine returned fewer top-k entries than asked at some golden position")
     return record
+
+
+def _texts(values: Sequence[str | None], n: int) -> list[str]:
+    out = [v or "" for v in values[:n]]
+    return out + [""] * (n - len(out))
 
 
 def golden_signature(

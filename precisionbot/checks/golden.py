@@ -29,7 +29,7 @@ from precisionbot.baselines import (
     select_baseline,
     write_run,
 )
-from precisionbot.baselines.compare import LayoutMismatch, compare_records, depth_bucket_edges
+from precisionbot.baselines.compare import Comparison, LayoutMismatch, compare_records, depth_bucket_edges
 from precisionbot.baselines.golden_record import GoldenRecord
 from precisionbot.baselines.judge import golden_stats, judge_golden, worst_positions
 from precisionbot.baselines.produce import (
@@ -173,7 +173,8 @@ def compare_golden(target: GoldenTarget, store: Store, thresholds: GoldenThresho
     ref = records[0]
     try:
         band, band_abs_delta = band_of(records)
-        candidate = produce(target.engine, plan_from_record(ref, target.options.decode_steps))
+        texts: list[str] = []
+        candidate = produce(target.engine, plan_from_record(ref, target.options.decode_steps), texts)
         comparison = compare_records(ref, candidate)
     except LayoutMismatch as exc:
         return CheckOutput(
@@ -203,7 +204,7 @@ def compare_golden(target: GoldenTarget, store: Store, thresholds: GoldenThresho
         verdict=verdict,
         reasons=tuple(reasons),
         stats=stats,
-        worst=worst_positions(comparison),
+        worst=worst_positions(comparison, texts=_row_texts(texts, comparison, candidate)),
         extra={"baseline": info, "signature": signature.digest},
     )
     record = PositionRecord(
@@ -218,6 +219,14 @@ def compare_golden(target: GoldenTarget, store: Store, thresholds: GoldenThresho
         top_lp_test=comparison.top_lp_test,
     )
     return CheckOutput(result, record)
+
+
+def _row_texts(texts: Sequence[str], c: Comparison, candidate: GoldenRecord) -> list[str] | None:
+    """Token text per compared row; blank where the candidate generated another token (a decode divergence)."""
+    if not texts:
+        return None
+    same = candidate.token_id[c.test_row] == c.token_id
+    return [texts[int(r)] if ok and int(r) < len(texts) else "" for r, ok in zip(c.test_row, same, strict=True)]
 
 
 def target_from_context(ctx: CheckContext) -> GoldenTarget:

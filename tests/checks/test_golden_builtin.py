@@ -79,6 +79,7 @@ def test_fault_catalogue_verdicts(clean_store: Store, fault: str, expected: Verd
     assert result.stats["positions"] > 2000 and result.stats["by_phase"]["decode"]["positions"] > 0
     assert out.record is not None and len(out.record) == result.stats["positions"]
     assert result.extra["baseline"]["producer"] == "default"
+    assert any(w.token_text for w in result.worst)  # token text comes from the engine (for the report)
     if not fault:  # deterministic engine against its own baseline: bit-identical
         assert result.stats["kl_max"] == 0 and result.stats["max_abs_delta"] == 0 and result.stats["flips"] == 0
     if fault == "attn-p-fp8":  # fp8 P without scaling underflows more as attention spreads: worse with depth
