@@ -33,9 +33,7 @@ def test_digest_is_stable_and_covers_every_part() -> None:
     base = Signature.build(model="m", tp=1, dtype="bf16", gpu="H100", engine_args=["--tp", "1"], corpus="c")
     assert (
         base.digest
-        == Signature.build(
-            corpus="c", engine_args=("--tp", "1"), gpu="H100", dtype="bf16", tp=1, model="m"
-        ).digest
+        == Signature.build(corpus="c", engine_args=("--tp", "1"), gpu="H100", dtype="bf16", tp=1, model="m").digest
     )
     assert len(base.digest) == 16 and int(base.digest, 16) >= 0
     for key, value in [
@@ -57,3 +55,9 @@ def test_digest_is_stable_and_covers_every_part() -> None:
 def test_hash_params_ignores_key_order() -> None:
     assert hash_params({"a": 1, "b": [1, 2]}) == hash_params({"b": (1, 2), "a": 1})
     assert hash_params({"a": 1}) != hash_params({"a": 2})
+
+
+def test_mapping_parts_name_only_the_keys_that_differ() -> None:
+    was = Signature.build(engine_args={"page_size": 16, "dtype": "bf16"}, tp=1)
+    now = Signature.build(engine_args={"page_size": 32, "dtype": "bf16"}, tp=1)
+    assert describe_mismatch(now.parts, was.parts) == ["engine_args.page_size: baseline 16, now 32"]
