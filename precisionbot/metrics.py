@@ -185,10 +185,10 @@ def kl_from_logits(
 
 def _rest_logprob(lps: npt.NDArray[np.float64], floor: float) -> F64:
     """log(1 − Σ exp(lps)) per row, floored at ``floor``; via expm1 so a near-1 sum does not cancel."""
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore"):  # a top-k holding all the mass leaves log(0) = −inf, which is right
         lse = np.logaddexp.reduce(lps, axis=-1)
         rest = -np.expm1(np.minimum(lse, 0.0))
-    out: F64 = np.log(np.maximum(rest, floor))
+        out: F64 = np.log(np.maximum(rest, floor))
     return out
 
 

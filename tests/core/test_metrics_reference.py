@@ -163,3 +163,12 @@ def test_flips_margin_rank_and_shared_delta() -> None:
     assert common.tolist() == [0] and np.isnan(mx[0]) and np.isnan(mean[0])
     with pytest.raises(ValueError, match="k>=2"):
         metrics.margin(np.array([[0.0]]))
+
+
+def test_topk_union_kl_when_the_top_k_holds_all_the_mass() -> None:
+    # Two tokens carry everything: the rest buckets are empty (log 0) and nothing may warn or go NaN.
+    ids = np.array([[3, 4]])
+    lp = np.log(np.array([[0.75, 0.25]]))
+    other = np.log(np.array([[0.5, 0.5]]))
+    kl = metrics.topk_union_kl(ids, lp, ids, other)
+    assert kl == pytest.approx([0.75 * np.log(1.5) + 0.25 * np.log(0.5)], rel=1e-6)
