@@ -113,8 +113,7 @@ def compare_records(ref: GoldenRecord, test: GoldenRecord) -> Comparison:
     lp_test = np.where(same, test.lp[ti].astype(np.float64), fallback)
 
     shared_max, shared_mean, _common = metrics.shared_topk_abs_delta(rid, rlp, tid, tlp)
-    with np.errstate(divide="ignore"):  # a top-k holding all the mass has a rest of exactly 0 (log 0 = -inf)
-        kl = metrics.topk_union_kl(rid, rlp, tid, tlp)
+    kl = metrics.topk_union_kl(rid, rlp, tid, tlp)
     return Comparison(
         ref_row=ri,
         test_row=ti,
