@@ -70,6 +70,9 @@ class Model:
             (put(lw.attn_norm), put(lw.wqkv), put(lw.wo), put(lw.mlp_norm), put(lw.w_gate_up), put(lw.w_down))
             for lw in weights.layers
         ]
+        self.sinks = [
+            lw.sinks.to(device=device, dtype=torch.float32).view(self.hkv, self.group, 1, 1) for lw in weights.layers
+        ]
         self.final_norm = put(weights.final_norm)
         self.unembed = put(weights.unembed)
         shape = (options.n_layers, n_slots, self.hkv, self.hd)
@@ -142,7 +145,9 @@ class Model:
             scores = (scores * scale).view(self.hkv, self.group, QBLOCK, width)
             scores[..., base:].masked_fill_(self.block_mask, float("-inf"))
             probs = torch.zeros_like(scores)
-            probs[:, :, r0:r1] = self.p_transform(torch.softmax(scores[:, :, r0:r1].contiguous(), dim=-1))
+            real = scores[:, :, r0:r1]
+            sink = self.sinks[layer].expand(self.hkv, self.group, r1 - r0, 1)
+            probs[:, :, r0:r1] = self.p_transform(torch.softmax(torch.cat([real, sink], dim=-1), dim=-1)[..., :width])
             ob = torch.matmul(probs.view(self.hkv, self.group * QBLOCK, width), vals[:width].permute(1, 0, 2))
             out[:, :, base + r0 - start : base + r1 - start] = ob.view(self.hkv, self.group, QBLOCK, self.hd)[
                 :, :, r0:r1

@@ -123,8 +123,8 @@ class Scheduler:
                     raise MemoryError(f"KV pool too small for request {req.rid} ({n_in} prompt tokens)")
                 return  # wait for running requests to free pages
             self.waiting.popleft()
-            req.pages = self._restore(path, self.allocator.alloc(fresh), req)
             req.cached_tokens = len(path) * self.ps
+            req.pages = self._restore(path, self.allocator.alloc(fresh), req)
             req.computed = req.first_computed = req.cached_tokens
             pages = torch.tensor(req.pages, dtype=torch.int64)
             req.slots = (pages[:, None] * self.ps + torch.arange(self.ps)).flatten()

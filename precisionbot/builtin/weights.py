@@ -25,15 +25,30 @@ TRAINING_MODULES = ("textwrap.py", "json/decoder.py", "argparse.py", "heapq.py",
 
 BIGRAM_RANK = 96
 """Rank of the bigram factor in the residual stream (the rest of d_model is free for the layers)."""
-SHARPNESS = 1.3
+SHARPNESS = 1.9
 """Multiplies the bigram log-table: > 1 peaks the distributions, < 1 flattens them."""
 SMOOTHING = 2.0
 """Pseudo-counts spread by the unigram distribution (interpolated add-k smoothing)."""
 ATTN_OUT_SCALE = 0.2
 MLP_OUT_SCALE = 0.05
-QK_SCALE = 3.0
-BROAD_QK_SCALE = 0.5
+QK_SCALE = 0.8
+BROAD_QK_SCALE = 1.0
 BROAD_OUT_GAIN = 3.0
+PEAKED_OUT_GAIN = 1.6
+"""Peaked heads put most of P on a few keys, where fp8 (even scaled) is coarsest: kept small so that the
+harmless scaled-fp8 variant stays at bf16-noise level."""
+FAST_PAIR_GAIN = 3.0
+SINK_LOGIT = 3.0
+LOCAL_SINK_LOGIT = 12.0
+"""Attention sinks take most of the mass while the context is short, as in real models: without them the
+first few positions attend to one or two keys with large P, where any P rounding shows in full."""
+LOCAL_SCORE = 2.0
+"""Per-frequency score of the local head (the last query head): RoPE of a constant query and key gives a
+score sum_i cos(theta_i * distance), peaked at the most recent tokens. Recent context matters most, as in
+real models, so a stale last page of a restored prefix shows right where generation starts."""
+LOCAL_OUT_GAIN = 1.0
+CONSTANT = 2.0
+"""Value of the constant residual dimension (the last one) that the local head reads."""
 """The query heads of the first KV group attend broadly (near-uniform P over the whole context, a bag of
 context bytes): those P values fall under fp8's smallest subnormal at depth, which is what makes the unscaled
 fp8 P bug grow with context. The other heads are peaked (a few keys carry the mass)."""
@@ -42,6 +57,7 @@ fp8 P bug grow with context. The other heads are peaked (a few keys carry the ma
 @dataclass(frozen=True)
 class LayerWeights:
     attn_norm: torch.Tensor  # [d]
+    sinks: torch.Tensor  # [H] attention-sink logit per query head (gpt-oss style: a softmax column, no value)
     wqkv: torch.Tensor  # [d, (H + 2 Hkv) D]
     wo: torch.Tensor  # [H D, d]
     mlp_norm: torch.Tensor  # [d]
@@ -95,8 +111,19 @@ def bigram_logprobs() -> torch.Tensor:
     return table
 
 
+_WEIGHTS_CACHE: dict[tuple[int, ...], ModelWeights] = {}
+
+
 def build_weights(options: EngineOptions) -> ModelWeights:
-    """Weights for ``options`` (float32 tensors on CPU; the model moves and rounds them)."""
+    """Weights for ``options`` (float32 tensors on CPU; the model moves and rounds them); cached in memory."""
+    o = options
+    key = (o.seed, o.d_model, o.n_layers, o.n_heads, o.n_kv_heads, o.head_dim, o.mlp_hidden)
+    if key not in _WEIGHTS_CACHE:
+        _WEIGHTS_CACHE[key] = _build(options)
+    return _WEIGHTS_CACHE[key]
+
+
+def _build(options: EngineOptions) -> ModelWeights:
     d, rank = options.d_model, min(BIGRAM_RANK, options.d_model - 8)
     gen = torch.Generator().manual_seed(options.seed * 1_000_003 + 17)
 
@@ -111,10 +138,11 @@ def build_weights(options: EngineOptions) -> ModelWeights:
     target = d**0.5  # rms 1 per element
     embed = torch.zeros(VOCAB_SIZE, d, dtype=torch.float64)
     embed[:, :rank] = left / radius * target
-    filler_dirs = torch.randn(VOCAB_SIZE, d - rank, generator=gen, dtype=torch.float64)
+    embed[:, d - 1] = CONSTANT
+    filler_dirs = torch.randn(VOCAB_SIZE, d - rank - 1, generator=gen, dtype=torch.float64)
     filler_dirs /= filler_dirs.norm(dim=1, keepdim=True)
-    filler = (target**2 - embed[:, :rank].pow(2).sum(1)).clamp_min(0).sqrt()
-    embed[:, rank:] = filler_dirs * filler[:, None]
+    filler = (target**2 - embed[:, :rank].pow(2).sum(1) - CONSTANT**2).clamp_min(0).sqrt()
+    embed[:, rank : d - 1] = filler_dirs * filler[:, None]
     unembed = torch.zeros(d, VOCAB_SIZE, dtype=torch.float64)
     unembed[:rank] = right * radius / target
 
@@ -128,13 +156,28 @@ def build_weights(options: EngineOptions) -> ModelWeights:
         group = h // hkv
         head_scale = torch.tensor([BROAD_QK_SCALE if i < group else QK_SCALE for i in range(h)])
         wq = rand(d, h, hd, scale=1.0 / d**0.5) * head_scale[None, :, None].double()
-        wq = wq.reshape(d, h * hd)
-        out_gain = torch.tensor([BROAD_OUT_GAIN if i < group else 1.0 for i in range(h)]).double()
-        wk = rand(d, hkv * hd, scale=1.0 / d**0.5)
+        wk = rand(d, hkv, hd, scale=1.0 / d**0.5)
+        gains = [BROAD_OUT_GAIN if i < group else PEAKED_OUT_GAIN for i in range(h)]
+        sinks = [SINK_LOGIT] * h
+        if hkv > 1:  # the local head: a constant query meets a constant part of the last KV head's keys
+            half, amp = hd // 2, (LOCAL_SCORE * hd**0.5) ** 0.5 / CONSTANT
+            wq[:, h - 1] = 0.0
+            wq[d - 1, h - 1, :half] = amp
+            wk[d - 1, hkv - 1, :half] += amp
+            gains[h - 1] = LOCAL_OUT_GAIN
+            sinks[h - 1] = LOCAL_SINK_LOGIT
+            # The peaked head leans on the fastest RoPE pair (1 radian per token): which keys it picks then
+            # depends on exact relative positions, so an off-by-one position (chunk-boundary) reshuffles it.
+            for col in (0, half):
+                wq[:, h - 2, col] *= FAST_PAIR_GAIN
+                wk[:, hkv - 1, col] *= FAST_PAIR_GAIN
+        wq, wk = wq.reshape(d, h * hd), wk.reshape(d, hkv * hd)
+        out_gain = torch.tensor(gains, dtype=torch.float64)
         wv = rand(d, hkv * hd, scale=1.0 / d**0.5)
         layers.append(
             LayerWeights(
                 attn_norm=torch.ones(d),
+                sinks=torch.tensor(sinks, dtype=torch.float32),
                 wqkv=torch.cat([wq, wk, wv], dim=1).float(),
                 wo=(rand(h, hd, d, scale=ATTN_OUT_SCALE / (h * hd) ** 0.5) * out_gain[:, None, None])
                 .reshape(h * hd, d)
