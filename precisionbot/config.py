@@ -116,6 +116,14 @@ class BatchInvarianceOptions:
 
 
 @dataclass(frozen=True)
+class LayersOptions:
+    dump_dir: str | None = None
+    """Hidden-state dumps of the engine under test (``.pt``/``.npy``/``.npz``, e.g. SGLang's dumper output)."""
+    baseline_dir: str | None = None
+    """The same dumps from the baseline build."""
+
+
+@dataclass(frozen=True)
 class SuiteConfig:
     name: str
     checks: tuple[str, ...] = CONSISTENCY_CHECKS
@@ -128,6 +136,7 @@ class SuiteConfig:
     seed: int = 0
     golden: GoldenOptions = GoldenOptions()
     batch_invariance: BatchInvarianceOptions = BatchInvarianceOptions()
+    layers: LayersOptions = LayersOptions()
 
 
 @dataclass(frozen=True)

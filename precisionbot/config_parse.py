@@ -23,6 +23,7 @@ from precisionbot.config import (
     GitHubConfig,
     GoldenOptions,
     GoldenThresholds,
+    LayersOptions,
     ModelConfig,
     PermissionsConfig,
     RunnerConfig,
@@ -161,9 +162,10 @@ def _parse_suite(r: Reader, name: str) -> SuiteConfig:
             raise r.error("checks", f"names unknown check {c!r}", f"use any of {', '.join(CHECK_NAMES)}")
     if not checks:
         raise r.error("checks", "is empty", f"list at least one of {', '.join(CHECK_NAMES)}")
-    g, b = r.section("golden"), r.section("batch_invariance")
+    g, b, lay = r.section("golden"), r.section("batch_invariance"), r.section("layers")
     g.only({"top_k", "context_depths", "decode_steps"})
     b.only({"batch_sizes"})
+    lay.only({"dump_dir", "baseline_dir"})
     return SuiteConfig(
         name=name,
         checks=checks,
@@ -179,6 +181,10 @@ def _parse_suite(r: Reader, name: str) -> SuiteConfig:
         ),
         batch_invariance=BatchInvarianceOptions(
             batch_sizes=b.positive_ints("batch_sizes", d.batch_invariance.batch_sizes)
+        ),
+        layers=LayersOptions(
+            dump_dir=lay.opt_string("dump_dir", d.layers.dump_dir),
+            baseline_dir=lay.opt_string("baseline_dir", d.layers.baseline_dir),
         ),
     )
 

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from precisionbot.checks.compare import CheckOutput
+from precisionbot.checks.context import CheckContext
 from precisionbot.errors import DataError
 from precisionbot.metrics import rel_diff
 from precisionbot.results import CheckResult, Verdict
@@ -143,3 +145,21 @@ def _load_pt(path: Path) -> dict[str, npt.NDArray[np.float64]]:
             name = path.stem if not key else f"{path.stem}/{key}"
             out[name] = value.detach().to(torch.float64).numpy()
     return out
+
+
+def check_layers(ctx: CheckContext) -> CheckOutput:
+    """The registry entry: compares ``suite.layers.dump_dir`` with ``suite.layers.baseline_dir``."""
+    opts = ctx.suite.layers
+    if not opts.dump_dir or not opts.baseline_dir:
+        return CheckOutput(
+            CheckResult.inconclusive(
+                "layers",
+                "no hidden-state dumps to compare: set the suite's layers.dump_dir and layers.baseline_dir "
+                "(or pass --layers-dump DIR --layers-baseline DIR)",
+            )
+        )
+    ctx.progress.phase("layers")
+    result = compare_dumps(
+        load_dump_dir(opts.baseline_dir), load_dump_dir(opts.dump_dir), ctx.thresholds.layers_rel_diff
+    )
+    return CheckOutput(result)

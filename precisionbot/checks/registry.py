@@ -9,6 +9,7 @@ from precisionbot.checks.batch_invariance import check_batch_invariance
 from precisionbot.checks.consistency import check_decode_cache_hit, check_match, check_prefill_cache_hit
 from precisionbot.checks.context import CheckContext, CheckFn
 from precisionbot.checks.golden import check_golden
+from precisionbot.checks.layers import check_layers
 
 
 def _per_sample(n: int) -> Callable[[CheckContext], int]:
@@ -31,6 +32,6 @@ CHECKS: Mapping[str, CheckSpec] = {
     "decode_cache_hit": CheckSpec(check_decode_cache_hit, _per_sample(3)),
     "golden": CheckSpec(check_golden, _per_sample(0)),
     "batch_invariance": CheckSpec(check_batch_invariance, _per_sample(0)),
+    "layers": CheckSpec(check_layers, _per_sample(0)),
 }
-"""Registered checks. ``golden`` and ``batch_invariance`` add their entries here; a configured check with no
-entry (e.g. ``layers`` in a build without it) is INCONCLUSIVE, never skipped silently."""
+"""Registered checks. A configured check with no entry is INCONCLUSIVE, never skipped silently."""

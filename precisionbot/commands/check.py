@@ -51,6 +51,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--prompt-tokens", metavar="N|LO..HI", help="prompt length in tokens, or a range")
     p.add_argument("--profile", choices=("default", "deterministic"), help="threshold profile")
     p.add_argument("--baseline-store", metavar="URI", help="baseline store (golden)")
+    p.add_argument("--layers-dump", metavar="DIR", help="layers: hidden-state dumps of the engine under test")
+    p.add_argument("--layers-baseline", metavar="DIR", help="layers: the baseline build's dumps")
     p.add_argument("--engine-commit", metavar="SHA", help="engine commit under test (shown in reports)")
     p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"result directory (default {DEFAULT_OUT})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -88,6 +90,13 @@ def apply_overrides(suite: SuiteConfig, args: argparse.Namespace) -> SuiteConfig
             changes["prompt_tokens"] = parse_int_range(args.prompt_tokens)
         except ValueError as exc:
             raise ConfigError(f"--prompt-tokens {args.prompt_tokens!r}: {exc}; write N or LO..HI") from exc
+    layers = getattr(args, "layers_dump", None), getattr(args, "layers_baseline", None)
+    if any(layers):
+        changes["layers"] = dataclasses.replace(
+            suite.layers,
+            dump_dir=layers[0] or suite.layers.dump_dir,
+            baseline_dir=layers[1] or suite.layers.baseline_dir,
+        )
     return dataclasses.replace(suite, **changes)
 
 

@@ -129,7 +129,7 @@ def test_hanging_engine_is_inconclusive_quickly() -> None:
     assert "within 0.2 s" in run.result.checks[0].reasons[0]
 
 
-def test_unregistered_check_is_inconclusive() -> None:
+def test_layers_without_dumps_is_inconclusive_naming_the_keys() -> None:
     run = _run(Behaviour(), checks=("layers",))
     assert run.result.checks[0].verdict is Verdict.INCONCLUSIVE
-    assert "not available" in run.result.checks[0].reasons[0]
+    assert "layers.dump_dir" in run.result.checks[0].reasons[0]

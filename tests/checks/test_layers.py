@@ -72,3 +72,19 @@ def test_bad_dump_inputs_are_clear_errors(tmp_path: Path) -> None:
     (tmp_path / "x.npy").write_bytes(b"not numpy")
     with pytest.raises(DataError, match=r"x\.npy"):
         load_dump_dir(tmp_path)
+
+
+def test_layers_through_the_check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from precisionbot.cli import main
+
+    base, same, broken = tmp_path / "base", tmp_path / "same", tmp_path / "broken"
+    for d in (base, same, broken):
+        d.mkdir()
+    for name, arr in _dump(4).items():
+        np.save(base / f"{name}.npy", arr)
+        np.save(same / f"{name}.npy", arr)
+        np.save(broken / f"{name}.npy", arr + (0.5 if name == "layer_3_input" else 0.0))
+    common = ["check", "--engine", "builtin", "--checks", "layers", "--layers-baseline", str(base), "--quiet"]
+    assert main([*common, "--layers-dump", str(same), "--out", str(tmp_path / "ok")]) == 0
+    assert main([*common, "--layers-dump", str(broken), "--out", str(tmp_path / "bad")]) == 1
+    assert "layer_3_input" in capsys.readouterr().out + (tmp_path / "bad" / "result.json").read_text()
