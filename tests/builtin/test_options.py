@@ -36,7 +36,7 @@ def test_unknown_fault_lists_the_valid_ones() -> None:
 
 @pytest.mark.parametrize("spec", ["mantissa", "mantissa=x", "mantissa=0", "mantissa=24", "attn-p-fp8=1"])
 def test_bad_fault_values(spec: str) -> None:
-    with pytest.raises(ConfigError, match="mantissa|takes no value"):
+    with pytest.raises(ConfigError, match=r"mantissa|takes no value"):
         parse_fault(spec)
 
 

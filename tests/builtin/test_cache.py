@@ -1,0 +1,78 @@
+"""Prefix-cache semantics of the clean engine: hits are reported and change no number."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import numpy as np
+
+from tests.builtin import flows
+from tests.support.engine_server import running_engine
+
+NEW = 24
+
+
+def test_repeat_hits_the_cache_and_flush_resets_it(client: httpx.Client) -> None:
+    ids = flows.prompts(2)
+    first = flows.generate(client, ids, 4)
+    assert [o["meta_info"]["cached_tokens"] for o in first] == [0, 0]
+    again = flows.generate(client, ids, 4)
+    for p, o in zip(ids, again, strict=True):
+        cached = o["meta_info"]["cached_tokens"]
+        assert 0 < cached <= len(p) - 1 and cached % 16 == 0
+    assert [o["output_ids"] for o in again] == [o["output_ids"] for o in first]
+    assert client.post("/flush_cache").status_code == 200
+    assert [o["meta_info"]["cached_tokens"] for o in flows.generate(client, ids, 4)] == [0, 0]
+
+
+def test_logprob_start_len_caps_the_reused_prefix(client: httpx.Client) -> None:
+    ids = flows.prompts(1)
+    flows.prefill(client, ids)  # everything cached now
+    body = {"input_ids": ids[0], "sampling_params": {"max_new_tokens": 1}, "return_logprob": True}
+    assert client.post("/generate", json={**body, "logprob_start_len": 0}).json()["meta_info"]["cached_tokens"] == 0
+    capped = client.post("/generate", json={**body, "logprob_start_len": 40}).json()["meta_info"]["cached_tokens"]
+    assert capped == 32  # whole pages at or below min(input_len - 1, 40)
+
+
+def test_clean_engine_is_exact_with_and_without_cache_hits(client: httpx.Client) -> None:
+    ids = flows.prompts(4)
+    assert not np.any(flows.match(client, ids, NEW))
+    d, cached = flows.prefill_cache_hit(client, ids, NEW)
+    assert all(c > 0 for c in cached) and not np.any(d)
+    d, cached, _ = flows.decode_cache_hit(client, ids, NEW)
+    assert all(c > len(p) + 1 for c, p in zip(cached, ids, strict=True)) and not np.any(d)
+
+
+def test_concurrent_calls_share_batches_and_change_nothing(client: httpx.Client) -> None:
+    ids = flows.prompts(4)
+    solo = [flows.generate(client, [p], NEW)[0] for p in ids]
+    assert client.post("/flush_cache").status_code == 200
+    results: dict[int, list[float]] = {}
+
+    def call(i: int) -> None:
+        results[i] = flows.output_lps(flows.generate(client, [ids[i]], NEW)[0]).tolist()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, s in enumerate(solo):
+        assert results[i] == flows.output_lps(s).tolist()
+
+
+def test_disabled_radix_cache_reports_no_hits() -> None:
+    with running_engine(disable_radix_cache=True) as url, httpx.Client(base_url=url, timeout=60) as c:
+        ids = flows.prompts(1)
+        flows.generate(c, ids, 2)
+        assert flows.generate(c, ids, 2)[0]["meta_info"]["cached_tokens"] == 0
+        assert c.get("/server_info").json()["disable_radix_cache"] is True
+
+
+def test_fp32_mode_is_exact_too() -> None:
+    with running_engine(dtype="float32", chunked_prefill_size=64) as url, httpx.Client(base_url=url, timeout=60) as c:
+        ids = flows.prompts(2)
+        assert not np.any(flows.match(c, ids, 16))
+        d, cached = flows.prefill_cache_hit(c, ids, 16)
+        assert all(x > 0 for x in cached) and not np.any(d)

@@ -1,0 +1,27 @@
+"""The distribution targets (issue 3) on the default corpus: some positions confident, some near-tied."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+
+from precisionbot.corpus import builtin_documents
+
+
+def test_distributions_look_like_a_real_model(client: httpx.Client) -> None:
+    docs = builtin_documents()
+    prose = [d for d in docs if d.kind == "prose"]
+    code = [d for d in docs if d.kind == "code"]
+    chosen = [prose[i * len(prose) // 4] for i in range(4)] + [code[i * len(code) // 4] for i in range(4)]
+    texts = [(d.text or "")[:800] for d in chosen]
+    body = {"text": texts, "sampling_params": {"max_new_tokens": 0}, "return_logprob": True,
+            "logprob_start_len": 0, "top_logprobs_num": 2}  # fmt: skip
+    top1, margin = [], []
+    for out in client.post("/generate", json=body).json():
+        for top in out["meta_info"]["input_top_logprobs"][1:]:
+            top1.append(np.exp(top[0][0]))
+            margin.append(top[0][0] - top[1][0])
+    p, m = np.array(top1), np.array(margin)
+    assert 0.2 <= np.median(p) <= 0.9
+    assert np.mean(m < 0.5) >= 0.10
+    assert np.mean(m > 2.0) >= 0.20
