@@ -170,7 +170,7 @@ def parse_generate(body: Any, max_context_tokens: int) -> GenerateCall:
             token_ids_logprob=tuple(_ids(tids[i] or [], f"token_ids_logprob{where}")),
         )
         item_rid = rid[i] if batch and isinstance(rid, list) else rid
-        name = str(item_rid) if item_rid is not None and not batch else uuid.uuid4().hex
+        name = str(item_rid) if isinstance(item_rid, (str, int)) else uuid.uuid4().hex
         requests.append(Request(name, prompt, sampling, lp, stream=stream))
     return GenerateCall(requests, batch, stream, text_in)
 

@@ -6,6 +6,7 @@ the model. Every client error is HTTP 400 ``{"error": {"message": ...}}`` and th
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -256,7 +257,25 @@ class BuiltinServer:
         self._thread.start()
         host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         self.url = f"http://{host}:{httpd.server_address[1]}"
+        self._wait_healthy(host, int(httpd.server_address[1]))
         return self
+
+    def _wait_healthy(self, host: str, port: int) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = http.client.HTTPConnection(host, port, timeout=5)
+                conn.request("GET", "/health")
+                status = conn.getresponse().status
+                conn.close()
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise EngineStartError(f"the builtin engine at {self.url} did not become healthy in 30 s")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self._httpd is not None:

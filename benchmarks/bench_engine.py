@@ -1,0 +1,75 @@
+"""Builtin engine throughput: prefill and decode tokens per second through its real HTTP API.
+
+    .venv/bin/python benchmarks/bench_engine.py [--quick]
+
+Prefill: batches of prompts with ``max_new_tokens=0`` after a cache flush (no reuse). Decode: the prompts are
+first put in the prefix cache, then generated greedily with ``ignore_eos``, so the timed call is almost all
+decode steps (one batched step per token for every running request). Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from precisionbot.builtin import BuiltinServer, EngineOptions  # noqa: E402
+from precisionbot.builtin.tokenizer import encode  # noqa: E402
+from precisionbot.corpus import builtin_documents  # noqa: E402
+
+
+def _prompts(n: int, tokens: int) -> list[list[int]]:
+    docs = [d.text or "" for d in builtin_documents() if len(d.text or "") > tokens + 200]
+    return [encode(docs[(i * 7) % len(docs)][: tokens - 1]) for i in range(n)]
+
+
+def _post(c: httpx.Client, body: dict[str, object]) -> float:
+    t0 = time.perf_counter()
+    r = c.post("/generate", json=body)
+    r.raise_for_status()
+    return time.perf_counter() - t0
+
+
+def bench_prefill(c: httpx.Client, n: int, tokens: int) -> tuple[str, float]:
+    prompts = _prompts(n, tokens)
+    c.post("/flush_cache")
+    dt = _post(c, {"input_ids": prompts, "sampling_params": {"max_new_tokens": 0}, "return_logprob": True,
+                   "logprob_start_len": 0})  # fmt: skip
+    return f"prefill {n} x {tokens} (logprobs of every position)", n * tokens / dt
+
+
+def bench_decode(c: httpx.Client, n: int, context: int, new: int) -> tuple[str, float]:
+    prompts = _prompts(n, context)
+    c.post("/flush_cache")
+    _post(c, {"input_ids": prompts, "sampling_params": {"max_new_tokens": 0}})
+    sp = {"temperature": 0, "max_new_tokens": new, "ignore_eos": True}
+    dt = _post(c, {"input_ids": prompts, "sampling_params": sp, "return_logprob": True})
+    return f"decode batch {n}, context {context}, {new} new tokens", n * new / dt
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    args = parser.parse_args()
+    scale = 4 if args.quick else 1
+    with BuiltinServer(EngineOptions()) as server, httpx.Client(base_url=server.url, timeout=3600) as c:
+        rows = [
+            bench_prefill(c, 8, 2048 // scale),
+            bench_prefill(c, 2, 4096 // scale),
+            bench_decode(c, 1, 2048 // scale, 128 // scale),
+            bench_decode(c, 8, 2048 // scale, 128 // scale),
+            bench_decode(c, 32, 3072 // scale, 64 // scale),
+        ]
+    print("| measurement | tokens/s |")
+    print("| --- | ---: |")
+    for name, rate in rows:
+        print(f"| {name} | {rate:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
