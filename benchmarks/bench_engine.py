@@ -10,22 +10,18 @@ decode steps (one batched step per token for every running request). Prints a Ma
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from precisionbot.builtin import BuiltinServer, EngineOptions  # noqa: E402
-from precisionbot.builtin.tokenizer import encode  # noqa: E402
-from precisionbot.corpus import builtin_documents  # noqa: E402
+from precisionbot.builtin import BuiltinServer, EngineOptions
+from precisionbot.builtin.tokenizer import encode
+from precisionbot.corpus import builtin_documents
 
 
 def _prompts(n: int, tokens: int) -> list[list[int]]:
     docs = [d.text or "" for d in builtin_documents() if len(d.text or "") > tokens + 200]
-    return [encode(docs[(i * 7) % len(docs)][: tokens - 1]) for i in range(n)]
+    return [encode(docs[(i * 7) % len(docs)])[:tokens] for i in range(n)]
 
 
 def _post(c: httpx.Client, body: dict[str, object]) -> float:
