@@ -30,12 +30,17 @@ class Scheduler:
         self.ps = options.page_size
         self.allocator = PageAllocator(options.kv_pool_tokens // self.ps)
         self.cache = RadixCache(self.allocator, self.ps)
-        self.mutex = threading.Lock()
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._serial = 0
+        self._inbox_lock = threading.Lock()
+        self._flushes: list[tuple[list[bool], threading.Event]] = []
+        self.stats = {"prefill_steps": 0, "decode_steps": 0, "max_prefill_batch": 0, "max_decode_batch": 0}
+        """Counters shown in ``/server_info`` (``internal_states``): evidence that requests share batches."""
+        self._inbox: list[Request] = []
+        """Submitted requests not yet seen by the scheduler thread (guarded by ``_flush_lock``)."""
         self._thread = threading.Thread(target=self._loop, name="builtin-scheduler", daemon=True)
 
     # ---- called from HTTP threads -------------------------------------------------------------------------
@@ -52,7 +57,9 @@ class Scheduler:
         return self._thread.is_alive() and not self._stop.is_set()
 
     def submit(self, requests: list[Request]) -> None:
-        with self.mutex:
+        # Only the scheduler thread touches waiting/running/cache; others hand over through the inbox, so a
+        # new request joins the running batch at the next step (continuous batching).
+        with self._inbox_lock:
             for req in requests:
                 self._serial += 1
                 seed = self.options.seed * 1_000_003 + self._serial
@@ -61,34 +68,48 @@ class Scheduler:
                 if self.options.has_fault("nondeterministic"):
                     # Seeded per request, so a rerun of the same prompt draws different noise (run-to-run).
                     req.noise = torch.Generator().manual_seed(seed * 7 + 3)
-                self.waiting.append(req)
+                self._inbox.append(req)
         self._wake.set()
 
-    def flush(self) -> bool:
-        """Drops the prefix cache; False (nothing done) while requests are running or waiting."""
-        with self.mutex:
-            if self.waiting or self.running:
-                return False
-            self.cache.reset()
-            return True
+    def flush(self, timeout_s: float = 60.0) -> bool:
+        """Drops the prefix cache; False (nothing done) while requests are running or waiting.
 
-    def load(self) -> tuple[int, int]:
-        return len(self.running), len(self.waiting)
+        The scheduler thread answers between two steps: taking its (unfair) lock from here could starve
+        until the queue drains, and a busy server would then look idle.
+        """
+        ticket: list[bool] = []
+        answered = threading.Event()
+        with self._inbox_lock:
+            self._flushes.append((ticket, answered))
+        self._wake.set()
+        return answered.wait(timeout_s) and ticket[0]
 
     # ---- the scheduler thread ----------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
-            with self.mutex:
-                try:
-                    self._admit()
-                    busy = self._prefill_step()
-                    busy = self._decode_step() or busy
-                except Exception as exc:  # keep serving: fail what was in flight, with the reason
-                    self._fail_all(f"engine error: {type(exc).__name__}: {exc}")
-                    busy = False
+            self._take_inbox_and_flushes()
+            try:
+                self._admit()
+                busy = self._prefill_step()
+                busy = self._decode_step() or busy
+            except Exception as exc:  # keep serving: fail what was in flight, with the reason
+                self._fail_all(f"engine error: {type(exc).__name__}: {exc}")
+                busy = False
             if not busy:
                 self._wake.wait(_IDLE_WAIT_S)
                 self._wake.clear()
+
+    def _take_inbox_and_flushes(self) -> None:
+        with self._inbox_lock:
+            pending, self._flushes = self._flushes, []
+            self.waiting.extend(self._inbox)
+            self._inbox.clear()
+        for ticket, answered in pending:
+            idle = not self.waiting and not self.running
+            if idle:
+                self.cache.reset()
+            ticket.append(idle)
+            answered.set()
 
     def _fail_all(self, message: str) -> None:
         for req in [*self.running, *self.waiting]:
@@ -179,6 +200,8 @@ class Scheduler:
         if not segments:
             return False
         self.model.forward(segments)
+        self.stats["prefill_steps"] += 1
+        self.stats["max_prefill_batch"] = max(self.stats["max_prefill_batch"], len(segments))
         for req, seg in zip(owners, segments, strict=True):
             assert seg.out_logits is not None
             record_input_logprobs(req, seg.start, seg.out_logits)
@@ -200,6 +223,8 @@ class Scheduler:
             pos = len(req.input_ids) + len(req.output_ids) - 1
             segments.append(Segment([req.output_ids[-1]], pos, req.slots, 0, req.noise))
         self.model.forward(segments)
+        self.stats["decode_steps"] += 1
+        self.stats["max_decode_batch"] = max(self.stats["max_decode_batch"], len(segments))
         for req, seg in zip(batch, segments, strict=True):
             assert seg.out_logits is not None
             req.computed += 1

@@ -69,6 +69,7 @@ class Engine:
             ),
             "random_seed": o.seed,
             "faults": o.fault_specs(),
+            "internal_states": [dict(self.scheduler.stats)],
             "model_config": model_config,
             "torch_version": torch.__version__,
             "version": f"precisionbot-builtin {__version__}",
@@ -192,8 +193,7 @@ class _Handler(BaseHTTPRequestHandler):
                 event = req.events.get(timeout=REQUEST_TIMEOUT_S)
                 while event >= 0 and not req.events.empty():  # a slow reader gets the latest state once
                     event = req.events.get_nowait()
-                with self.engine.scheduler.mutex:
-                    chunk = response(req, text_in, time.perf_counter())
+                chunk = response(req, text_in, time.perf_counter())  # lengths may lag by a token mid-stream
                 if req.error:
                     chunk = {"error": {"message": req.error}}
                 if batch:

@@ -44,22 +44,27 @@ def test_clean_engine_is_exact_with_and_without_cache_hits(client: httpx.Client)
     assert all(c > len(p) + 1 for c, p in zip(cached, ids, strict=True)) and not np.any(d)
 
 
-def test_concurrent_calls_share_batches_and_change_nothing(client: httpx.Client) -> None:
+def test_concurrent_calls_share_batches_and_change_nothing() -> None:
     ids = flows.prompts(4)
-    solo = [flows.generate(client, [p], NEW)[0] for p in ids]
-    assert client.post("/flush_cache").status_code == 200
-    results: dict[int, list[float]] = {}
+    with running_engine() as url, httpx.Client(base_url=url, timeout=120) as client:
+        solo = [flows.generate(client, [p], NEW)[0] for p in ids]
+        assert client.get("/server_info").json()["internal_states"][0]["max_decode_batch"] == 1
+        assert client.post("/flush_cache").status_code == 200
+        results: dict[int, list[float]] = {}
 
-    def call(i: int) -> None:
-        results[i] = flows.output_lps(flows.generate(client, [ids[i]], NEW)[0]).tolist()
+        def call(i: int) -> None:
+            with httpx.Client(base_url=url, timeout=120) as own:
+                results[i] = flows.output_lps(flows.generate(own, [ids[i]], NEW)[0]).tolist()
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        state = client.get("/server_info").json()["internal_states"][0]
     for i, s in enumerate(solo):
         assert results[i] == flows.output_lps(s).tolist()
+    assert state["max_decode_batch"] >= 2  # separate HTTP calls were decoded together
 
 
 def test_disabled_radix_cache_reports_no_hits() -> None:
