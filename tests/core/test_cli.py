@@ -1,0 +1,41 @@
+"""The composition root: every CONTRACT command is registered, and planning/commenting needs no torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from precisionbot import __version__
+from precisionbot.cli import COMMANDS, build_parser, main
+
+
+def test_every_contract_command_is_registered() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) == set(COMMANDS)  # type: ignore[arg-type]
+    assert {"serve", "check", "baseline", "report", "demo", "github", "runner", "calibrate"} <= set(COMMANDS)
+
+
+def test_cli_starts_without_importing_heavy_dependencies() -> None:
+    # The plan/comment jobs run on small hosted runners without torch: parsing must not import it.
+    code = (
+        "import sys; from precisionbot.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch', 'boto3', 'github') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_python_dash_m_and_version() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "precisionbot", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == f"precisionbot {__version__}"
+
+
+def test_setup_errors_are_one_line_and_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "/nonexistent/result-dir"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("precisionbot: error: ") and "Traceback" not in err[0]
