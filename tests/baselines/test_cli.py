@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import boto3
-import httpx
 import pytest
 
 from precisionbot.cli import main
@@ -93,7 +92,6 @@ def test_record_list_show_and_check_local(config: str, tmp_path: Path, capsys: p
 
 
 def test_record_and_check_through_s3(aws: str, config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    httpx.post(f"{aws}/moto-api/reset").raise_for_status()
     boto3.client("s3").create_bucket(Bucket="pb-cli")
     store = "s3://pb-cli/baselines"
     assert main(["baseline", "record", "--engine", "builtin", "--store", store, "--config", config]) == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 
@@ -62,34 +61,6 @@ def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
         monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
         monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
         yield fake
-
-
-@pytest.fixture(scope="package")
-def moto_url() -> Iterator[str]:
-    """One moto server for the runner tests: starting and stopping one per test costs ~0.7 s each."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Overrides tests/conftest.py's ``aws`` with the same environment, on the shared server, reset first
-    (moto's backends are process-global, so without a reset a test would see the last test's instances)."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).close()
-    return moto_url
 
 
 @pytest.fixture
