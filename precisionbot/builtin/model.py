@@ -31,6 +31,8 @@ NULL_SLOT = 0
 """A KV slot that is never allocated: it pads key blocks (always masked)."""
 RMS_EPS = 1e-6
 FP8_MAX = 448.0
+NOISE_CHOICES = 16
+"""``nondeterministic``: each row draws one of this many reduction orders (choices 1-3 differ from clean)."""
 
 
 @dataclass
@@ -113,13 +115,20 @@ class Model:
         return self.round(torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1))
 
     def noisy_wo(self, a: torch.Tensor, w: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
-        """The ``nondeterministic`` fault: each row's o_proj reduction is split at a random point."""
+        """The ``nondeterministic`` fault: each row's o_proj reduction order is drawn at random.
+
+        Choices 1-2 of ``NOISE_CHOICES`` split the reduction with fp32 partials (ulp-level), choice 3 with partials
+        stored in the activation dtype, like a split-K kernel whose split count depends on a race: bf16
+        run-to-run noise (about 1e-3 nats at a typical position).
+        """
         out = self.round(a @ w)
         k = a.shape[1]
-        for i, cut in enumerate((k // 4, k // 2, 3 * k // 4), start=1):
-            alt = self.round(a[:, :cut] @ w[:cut] + a[:, cut:] @ w[cut:])  # fp32 partials: ulp-level noise
+        for i, cut in enumerate((k // 4, k // 2), start=1):
+            alt = self.round(a[:, :cut] @ w[:cut] + a[:, cut:] @ w[cut:])
             out = torch.where((choice == i)[:, None], alt, out)
-        return out
+        cut = 3 * k // 4
+        alt = self.round(self.round(a[:, :cut] @ w[:cut]) + self.round(a[:, cut:] @ w[cut:]))
+        return torch.where((choice == 3)[:, None], alt, out)
 
     # ---- attention ---------------------------------------------------------------------------------------
     def attend(self, layer: int, seg: Segment, q: torch.Tensor) -> torch.Tensor:
@@ -180,7 +189,7 @@ class Model:
             pos[offset : offset + n] = torch.arange(seg.start, seg.start + n) + seg.rope_offset
             slots[offset : offset + n] = seg.slots[seg.start : seg.start + n]
             if seg.noise is not None:
-                noise_choice[offset : offset + n] = torch.randint(0, 4, (n,), generator=seg.noise)
+                noise_choice[offset : offset + n] = torch.randint(0, NOISE_CHOICES, (n,), generator=seg.noise)
             offset += n
         dev = self.device
         tokens, pos, slots_dev = tokens.to(dev), pos.clamp(min=0).to(dev), slots.to(dev)

@@ -138,7 +138,8 @@ def test_nondeterministic_is_small_run_to_run_noise(reference: dict[str, Any]) -
         assert c.post("/flush_cache").status_code == 200
     a = np.array([e[0] for r in runs[0] for e in r["meta_info"]["input_token_logprobs"][1:]])
     b = np.array([e[0] for r in runs[1] for e in r["meta_info"]["input_token_logprobs"][1:]])
-    assert np.any(a != b) and np.abs(a - b).max() < 0.1 and np.median(np.abs(a - b)) < 1e-3
+    # bf16-like run-to-run noise: about 1e-3 nats at a typical position, never a large jump
+    assert np.any(a != b) and np.abs(a - b).max() < 0.2 and 1e-5 < np.median(np.abs(a - b)) < 5e-3
 
 
 def test_several_faults_at_once() -> None:
