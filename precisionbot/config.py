@@ -313,3 +313,12 @@ def load_config(path: str | Path) -> Config:
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"{p}: YAML syntax error{where}: {problem}; fix the file's syntax") from exc
     return Config.from_mapping({} if data is None else data, source=str(p))
+
+
+def load_config_or_default(path: str | Path | None) -> Config:
+    """``--config FILE`` when given, else ``.github/precision.yml`` when the repository has one, else the default."""
+    if path:
+        return load_config(path)
+    if Path(DEFAULT_CONFIG_PATH).is_file():
+        return load_config(DEFAULT_CONFIG_PATH)
+    return Config.default()

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config
+from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config_or_default
 from precisionbot.config_fields import parse_int_range
 from precisionbot.errors import ConfigError, EngineError
 from precisionbot.results import CHECK_NAMES, CheckResult, EngineInfo, RunResult
@@ -60,10 +60,7 @@ def register(subparsers: Any) -> None:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    if args.config:
-        return load_config(args.config)
-    default = Path(".github/precision.yml")
-    return load_config(default) if default.is_file() else Config.default()
+    return load_config_or_default(args.config)
 
 
 def _positive(value: int | None, flag: str) -> int | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from precisionbot.config import load_config_or_default
 from precisionbot.errors import ConfigError, GitHubError
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -94,16 +95,6 @@ def register(subparsers: Any) -> None:
     comment.set_defaults(handler=_comment)
 
 
-def load_config_for(path: str | None) -> Any:
-    from precisionbot.config import DEFAULT_CONFIG_PATH, Config, load_config
-
-    if path:
-        return load_config(path)
-    if Path(DEFAULT_CONFIG_PATH).is_file():
-        return load_config(DEFAULT_CONFIG_PATH)
-    return Config.default()
-
-
 def _connect(env: ActionEnv) -> Any:
     from precisionbot.gh.rest import connect
 
@@ -113,14 +104,14 @@ def _connect(env: ActionEnv) -> Any:
 
 def _plan(args: Any) -> int:
     env = ActionEnv.from_mapping(os.environ)
-    config = load_config_for(args.config or env.config_path)
+    config = load_config_or_default(args.config or env.config_path)
     env.require("event_name", "event_path")
     return plan_action(env, config, _connect(env) if env.token else None)
 
 
 def _comment(args: Any) -> int:
     env = ActionEnv.from_mapping(os.environ)
-    config = load_config_for(args.config or env.config_path)
+    config = load_config_or_default(args.config or env.config_path)
     api = _connect(env) if env.token and env.repository else None
     return comment_action(env, config, api, args.dirs, pr=args.pr, suite=args.suite)
 

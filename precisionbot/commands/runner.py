@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from precisionbot.errors import ConfigError
@@ -100,14 +99,9 @@ def _registry(env: _GitHubEnv) -> GitHubRunnerRegistry | None:
 
 
 def _load_runner_config(args: argparse.Namespace) -> RunnerConfig:
-    from precisionbot.config import DEFAULT_CONFIG_PATH, Config, load_config
+    from precisionbot.config import load_config_or_default
 
-    if args.config:
-        config = load_config(args.config)
-    elif Path(DEFAULT_CONFIG_PATH).is_file():
-        config = load_config(DEFAULT_CONFIG_PATH)
-    else:
-        config = Config.default()
+    config = load_config_or_default(args.config)
     # The plan's matrix names "builtin" when no models are configured: that one uses the top-level runner.
     model = config.model(args.model) if args.model and config.models else None
     return config.runner_for(model)
