@@ -16,6 +16,7 @@ import numpy as np
 from precisionbot import metrics
 from precisionbot.config import ThresholdSet
 from precisionbot.divergence import sample_shapes
+from precisionbot.report.fmt import plain as _fmt
 from precisionbot.results import CacheStats, CheckResult, PositionRecord, SampleSummary, Verdict, WorstPosition
 
 WORST_POSITIONS = 10
@@ -46,15 +47,6 @@ class CheckOutput:
 
     result: CheckResult
     record: PositionRecord | None = None
-
-
-def _fmt(x: float) -> str:
-    """Never print a non-zero value as 0."""
-    if x == 0:
-        return "0"
-    if not math.isfinite(x):
-        return str(x)
-    return f"{x:.3g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
 
 
 def judge(stats: dict[str, Any], limits: ThresholdSet) -> tuple[Verdict, tuple[str, ...]]:

@@ -124,7 +124,9 @@ def _plain(stats: Mapping[str, Any]) -> dict[str, Any]:
 def _fmt(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
-    return "0" if x == 0 else (f"{x:.3g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}")
+    from precisionbot.report.fmt import plain
+
+    return plain(x)
 
 
 def _threshold(thresholds: Any, path: str | None) -> float | None:

@@ -222,11 +222,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _num(x: Any) -> str:
-    if not isinstance(x, (int, float)):
-        return "-"
-    if x == 0:
-        return "0"
-    return f"{x:.3g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
+    from precisionbot.report.fmt import plain
+
+    return plain(x) if isinstance(x, (int, float)) else "-"
 
 
 def render_table(result: RunResult, out: Path) -> str:

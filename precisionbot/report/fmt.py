@@ -37,6 +37,20 @@ def sig(value: float | None, digits: int = 2) -> str:
     return text if float(text) != 0.0 else f"{value:.{digits}e}"
 
 
+def plain(value: float) -> str:
+    """A figure in a one-line reason or a terminal table: 3 significant figures in ``[1e-3, 1e4)``, else
+    ``1.23e-05`` style; ``0`` only for 0 (the same never-round-to-zero rule as :func:`sig`).
+
+    >>> plain(3.2e-05), plain(0.01234), plain(0.0), plain(12345.0)
+    ('3.20e-05', '0.0123', '0', '1.23e+04')
+    """
+    if value == 0:
+        return "0"
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.3g}" if 1e-3 <= abs(value) < 1e4 else f"{value:.2e}"
+
+
 def signed(value: float | None, digits: int = 2) -> str:
     """Like :func:`sig` with an explicit ``+`` on positive values (for Δ and changes)."""
     text = sig(value, digits)

@@ -33,6 +33,29 @@ def test_sig(value: float | None, expected: str) -> None:
     assert fmt.sig(value) == expected
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0.0, "0"),
+        (3.2e-05, "3.20e-05"),
+        (0.001, "0.001"),
+        (0.0123456, "0.0123"),
+        (9999.0, "1e+04"),
+        (12345.0, "1.23e+04"),
+        (-0.2, "-0.2"),
+        (5e-324, "4.94e-324"),
+        (math.inf, "inf"),
+    ],
+)
+def test_plain(value: float, expected: str) -> None:
+    assert fmt.plain(value) == expected
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: x != 0.0))
+def test_plain_never_reads_as_zero(value: float) -> None:
+    assert float(fmt.plain(value)) != 0.0
+
+
 @given(st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: x != 0.0))
 def test_a_nonzero_value_never_reads_as_zero(value: float) -> None:
     # The whole point of the module: a real divergence must never print as a clean "0".
