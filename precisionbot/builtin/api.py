@@ -86,6 +86,7 @@ def _sampling(raw: Any, name: str) -> SamplingParams:
         raw = {}
     if not isinstance(raw, dict):
         raise BadRequest(f"{name} must be an object")
+    raw = {k: v for k, v in raw.items() if v is not None}  # null means "the default", as in SGLang
     for key, value in raw.items():
         if key not in SAMPLING_FIELDS:
             raise BadRequest(f"{name}.{key} is not a sampling parameter")
@@ -124,6 +125,7 @@ def parse_generate(body: Any, max_context_tokens: int) -> GenerateCall:
             raise BadRequest(f"{key} is not supported by the builtin engine")
         if key not in GENERATE_FIELDS and key not in IGNORED_FIELDS:
             raise BadRequest(f"unknown field {key!r} in the /generate request")
+    body = {k: v for k, v in body.items() if v is not None}
     text, ids = body.get("text"), body.get("input_ids")
     if (text is None) == (ids is None):
         raise BadRequest("give exactly one of text or input_ids")

@@ -70,6 +70,11 @@ def test_logprob_start_len_k(client: httpx.Client) -> None:
     assert full["meta_info"]["input_token_logprobs"][6:] == lps[1:]
 
 
+def test_null_sampling_params_mean_defaults(client: httpx.Client) -> None:
+    sp = {"temperature": 0, "max_new_tokens": 3, "top_k": None, "stop": None, "sampling_seed": None}
+    assert _gen(client, text="abc", sampling_params=sp)["meta_info"]["completion_tokens"] == 3
+
+
 def test_token_ids_logprob(client: httpx.Client) -> None:
     out = _gen(client, text="ab", sampling_params=GREEDY, return_logprob=True, token_ids_logprob=[97, 98])
     chosen = out["meta_info"]["output_token_ids_logprob"]

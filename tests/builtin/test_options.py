@@ -62,3 +62,15 @@ def test_defaults_are_the_clean_engine() -> None:
     assert not options.has_fault("attn-p-fp8")
     faulty = EngineOptions(faults=(parse_fault("mantissa=6"),))
     assert faulty.fault_value("mantissa") == 6 and faulty.fault_specs() == ["mantissa=6"]
+
+
+def test_options_and_the_serve_command_import_without_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import precisionbot.builtin, precisionbot.commands.serve; "
+        "from precisionbot.builtin import parse_fault, EngineOptions, FAULT_NAMES; "
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
