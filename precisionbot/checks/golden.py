@@ -171,6 +171,11 @@ def compare_golden(target: GoldenTarget, store: Store, thresholds: GoldenThresho
     producers = band_runs(store, baseline)
     records = [load_golden(store, m) for m in producers]
     ref = records[0]
+    if len(ref) == 0:
+        # A comparison over nothing must never read as a pass (nor crash on empty arrays downstream).
+        return CheckOutput(
+            CheckResult.inconclusive(NAME, f"the baseline {baseline.run_id} has no scored positions; re-record it")
+        )
     try:
         band, band_abs_delta = band_of(records)
         texts: list[str] = []

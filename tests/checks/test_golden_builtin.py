@@ -117,6 +117,18 @@ def test_failed_newest_run_is_skipped(clean_store: Store, tmp_path: Path) -> Non
     assert result.extra["baseline"]["run_id"] == good.run_id
 
 
+def test_a_baseline_with_no_positions_is_inconclusive_not_a_pass(clean_store: Store, tmp_path: Path) -> None:
+    (good,) = list_runs(clean_store)
+    store = open_store(str(tmp_path / "store"))
+    empty = load_golden(clean_store, good).to_arrays()
+    empty = {name: array[:0] for name, array in empty.items()}
+    golden = {**good.extra["golden"], "samples": []}
+    write_run(store, replace(good, extra={**good.extra, "golden": golden}), {"golden": empty})
+    result = _check(store).result
+    assert result.verdict is Verdict.INCONCLUSIVE
+    assert "has no scored positions" in result.reasons[0]
+
+
 def test_noise_band_absorbs_nondeterminism_and_still_fails_fp8(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "store"))
     engine = _engine("nondeterministic")  # its noise is drawn per request: reruns on one engine differ
