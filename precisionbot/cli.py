@@ -15,6 +15,7 @@ import importlib
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from precisionbot import __version__
 from precisionbot.errors import PrecisionbotError
@@ -25,8 +26,17 @@ COMMANDS = ("serve", "check", "baseline", "report", "demo", "github", "runner", 
 """Subcommand modules under ``precisionbot.commands``, in ``--help`` order."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on a usage error, which our contract reads as INCONCLUSIVE: a typo'd flag in a
+    workflow must not pass for an inconclusive check. Subparsers inherit this class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_SETUP_ERROR, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="precisionbot",
         description="Tells you, on every kernel PR, whether it changed the model's numbers, how much, where and why.",
     )
@@ -42,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help and --version (0), usage errors (3): argparse exits by itself
+        return exc.code if isinstance(exc.code, int) else EXIT_SETUP_ERROR
     try:
         code: int = args.handler(args)
         return code
@@ -54,3 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("precisionbot: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # A bug of ours, not a verdict: one line (CONTRACT: no traceback unless --debug), exit 3, never 0-2.
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"precisionbot: internal error: {type(exc).__name__}: {exc} "
+            "(a bug in precisionbot: rerun with --debug for the traceback and report it)",
+            file=sys.stderr,
+        )
+        return EXIT_SETUP_ERROR

@@ -39,3 +39,35 @@ def test_setup_errors_are_one_line_and_exit_3(capsys: pytest.CaptureFixture[str]
     assert main(["report", "/nonexistent/result-dir"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("precisionbot: error: ") and "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["check", "--samples", "x"], ["nosuch"], [], ["runner", "launch", "--bogus"], ["baseline"]],
+)
+def test_usage_errors_exit_3_not_argparse_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse's own code 2 would read as INCONCLUSIVE in a workflow.
+    assert main(argv) == 3
+    assert "error:" in capsys.readouterr().err
+
+
+def test_help_still_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--help"]) == 0
+    assert "usage: precisionbot check" in capsys.readouterr().out
+
+
+def test_an_unexpected_exception_is_one_line_and_exit_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from precisionbot.commands import report
+
+    def boom(args: object) -> int:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(report, "run", boom)
+    assert main(["report", "somewhere"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "precisionbot: internal error: ZeroDivisionError: division by zero "
+        "(a bug in precisionbot: rerun with --debug for the traceback and report it)"
+    ]
