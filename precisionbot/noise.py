@@ -198,15 +198,30 @@ def noise_band(pairs: Sequence[PairComparison]) -> NoiseBand:
     )
 
 
+def confident_flip_limit(
+    band: NoiseBand | None, no_band_margin_nats: float = 1.0, band_abs_delta_nats: float = 0.0
+) -> float:
+    """The reference margin (nats) above which a flip is *confident*: more than noise can do.
+
+    With a band (at least one producer pair, not a deterministic zero band): the band's largest flip margin or
+    twice the largest |Δ logprob| the producers showed, whichever is larger. A flip needs the top-1 and top-2 to
+    move apart by the margin, which noise that moves single logprobs by up to d can do up to 2d (two producers
+    see few flips, so their largest flip margin alone is a noisy estimate). Otherwise ``no_band_margin_nats``.
+    """
+    if band is None or band.pairs == 0 or band.is_zero:
+        return no_band_margin_nats
+    return max(band.max_flip_margin_nats, 2.0 * band_abs_delta_nats)
+
+
 def confident_flips(
     margins_nats: npt.ArrayLike,
     flips: npt.ArrayLike,
     band: NoiseBand | None,
     no_band_margin_nats: float = 1.0,
+    band_abs_delta_nats: float = 0.0,
 ) -> npt.NDArray[np.bool_]:
-    """Flips at a margin above the band's largest flip margin (or above ``no_band_margin_nats`` with no band)."""
+    """Flips at a margin above :func:`confident_flip_limit`."""
     m = np.asarray(margins_nats, dtype=np.float64)
     f = np.asarray(flips, dtype=bool)
-    limit = no_band_margin_nats if band is None or band.pairs == 0 else band.max_flip_margin_nats
-    out: npt.NDArray[np.bool_] = f & (m > limit)
+    out: npt.NDArray[np.bool_] = f & (m > confident_flip_limit(band, no_band_margin_nats, band_abs_delta_nats))
     return out

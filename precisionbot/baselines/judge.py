@@ -20,7 +20,7 @@ import numpy as np
 from precisionbot import metrics
 from precisionbot.baselines.compare import Comparison, depth_label
 from precisionbot.config import GoldenThresholds
-from precisionbot.noise import NoiseBand, expected_flips, flips_by_margin
+from precisionbot.noise import NoiseBand, confident_flip_limit, confident_flips, expected_flips, flips_by_margin
 from precisionbot.results import Verdict, WorstPosition
 
 BUCKET_SLACK_FLIPS = 2
@@ -94,18 +94,13 @@ def judge_golden(
 ) -> tuple[Verdict, list[str]]:
     """The verdict and one sentence per reason; sets ``stats["confident_flips"]``.
 
-    ``band_abs_delta_nats`` is the largest |Δ logprob| the producers showed on any shared top-k id. With a band,
-    a flip is confident above the band's largest flip margin *or* twice that |Δ|, whichever is larger: a flip
-    needs the top-1 and top-2 to move apart by the margin, which noise that moves single logprobs by up to d can
-    do up to 2d. (Two producers see few flips, so their largest flip margin alone is a noisy estimate.)
+    ``band_abs_delta_nats`` is the largest |Δ logprob| the producers showed on any shared top-k id; a flip is
+    confident above ``noise.confident_flip_limit`` (the band's largest flip margin or twice that |Δ|).
     """
     fails: list[str] = []
     use_band = band is not None and band.pairs > 0 and not band.is_zero
-    if use_band and band is not None:
-        limit = max(band.max_flip_margin_nats, 2.0 * band_abs_delta_nats)
-    else:
-        limit = t.confident_flip_margin
-    confident = c.flip & (c.margin > limit)
+    limit = confident_flip_limit(band, t.confident_flip_margin, band_abs_delta_nats)
+    confident = confident_flips(c.margin, c.flip, band, t.confident_flip_margin, band_abs_delta_nats)
     stats["confident_flips"] = int(np.count_nonzero(confident))
     stats["confident_flip_limit_nats"] = limit
 

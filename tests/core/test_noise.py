@@ -67,6 +67,17 @@ def test_noise_band_and_confident_flips() -> None:
         noise.noise_band([])
 
 
+def test_confident_flip_limit_band_delta_and_zero_band() -> None:
+    band = noise.NoiseBand(pairs=1, max_flip_margin_nats=0.2, sigma_nats=0.01, kl_p99=1e-4)
+    assert noise.confident_flip_limit(band, 1.0) == 0.2
+    # Producers that moved single logprobs by 0.15 can flip a top-2 gap of up to 0.3.
+    assert noise.confident_flip_limit(band, 1.0, band_abs_delta_nats=0.15) == pytest.approx(0.3)
+    assert noise.confident_flips([0.25, 0.35], [True, True], band, 1.0, 0.15).tolist() == [False, True]
+    zero = noise.NoiseBand(pairs=1, max_flip_margin_nats=0.0)
+    assert zero.is_zero and noise.confident_flip_limit(zero, 0.7, band_abs_delta_nats=5.0) == 0.7
+    assert noise.confident_flip_limit(None, 0.7) == 0.7
+
+
 def test_sample_shapes_onset_and_concentration() -> None:
     values = np.array([0.5, 0.4, 0.0, 0.0, 0.0, 0.0, 0.3, 0.0])
     sample = np.array([0, 0, 0, 0, 1, 1, 1, 1])
