@@ -7,6 +7,7 @@ recently used first when the allocator runs dry.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 
@@ -104,20 +105,19 @@ class RadixCache:
 
     def evict(self, n_pages: int) -> int:
         """Frees up to ``n_pages`` pages from unlocked leaves, least recently used first; returns how many."""
+        heap = [(n.last_access, id(n), n) for n in self._nodes() if not n.children and n.lock_ref == 0]
+        heapq.heapify(heap)
         freed = 0
-        while freed < n_pages:
-            leaves = [n for n in self._nodes() if not n.children and n.lock_ref == 0]
-            if not leaves:
-                break
-            leaves.sort(key=lambda n: n.last_access)
-            for leaf in leaves:
-                if freed >= n_pages:
-                    break
-                assert leaf.parent is not None
-                del leaf.parent.children[leaf.key]
-                self.allocator.free([leaf.page])
-                self.cached_pages -= 1
-                freed += 1
+        while heap and freed < n_pages:
+            _, _, leaf = heapq.heappop(heap)
+            parent = leaf.parent
+            assert parent is not None
+            del parent.children[leaf.key]
+            self.allocator.free([leaf.page])
+            self.cached_pages -= 1
+            freed += 1
+            if parent is not self.root and not parent.children and parent.lock_ref == 0:
+                heapq.heappush(heap, (parent.last_access, id(parent), parent))
         return freed
 
     def reset(self) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pydoc_data.topics
 import threading
 
 import httpx
 import numpy as np
 
+from precisionbot.builtin.tokenizer import encode
 from tests.builtin import flows
 from tests.support.engine_server import running_engine
 
@@ -81,3 +83,27 @@ def test_fp32_mode_is_exact_too() -> None:
         assert not np.any(flows.match(c, ids, 16))
         d, cached = flows.prefill_cache_hit(c, ids, 16)
         assert all(x > 0 for x in cached) and not np.any(d)
+
+
+def test_other_page_sizes_and_unaligned_chunks_are_exact() -> None:
+    with running_engine(page_size=32, chunked_prefill_size=100) as url, httpx.Client(base_url=url, timeout=60) as c:
+        ids = flows.prompts(2)
+        assert not np.any(flows.match(c, ids, 16))
+        d, cached = flows.prefill_cache_hit(c, ids, 16)
+        assert all(x > 0 and x % 32 == 0 for x in cached) and not np.any(d)
+
+
+def test_lru_eviction_when_the_pool_is_full() -> None:
+    # 16384 slots = 1023 usable pages of 16: ten 2000-token prompts do not all stay cached.
+    with (
+        running_engine(kv_pool_tokens=16384, max_context_tokens=8192) as url,
+        httpx.Client(base_url=url, timeout=120) as c,
+    ):
+        texts = sorted(pydoc_data.topics.topics.values(), key=len, reverse=True)[:10]
+        ids = [encode(t[:1999]) for t in texts]  # 10 distinct prompts x 125 pages > the pool
+        for p in ids:
+            flows.prefill(c, [p])
+        again = [flows.generate(c, [p], 1)[0]["meta_info"]["cached_tokens"] for p in (ids[0], ids[-1])]
+        full = [(len(p) - 1) // 16 * 16 for p in (ids[0], ids[-1])]
+        assert again[0] < full[0]  # the least recently used prompt lost pages (deepest first)
+        assert again[1] == full[1]  # the newest is still cached whole

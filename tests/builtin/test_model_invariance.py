@@ -75,3 +75,12 @@ def test_a_fault_breaks_invariance_where_it_should() -> None:
     assert torch.equal(prefill[: n - 20], decode[: n - 20])  # same shapes, same numbers
     diff = (prefill[n - 20 :] - decode[n - 20 :]).abs().max().item()
     assert 0 < diff < 0.5  # decode (few rows) rounds differently, a little
+
+
+def test_weights_are_deterministic_per_seed() -> None:
+    from precisionbot.builtin.weights import _build
+
+    a, b = _build(EngineOptions(seed=1)), _build(EngineOptions(seed=1))
+    c = _build(EngineOptions(seed=2))
+    assert torch.equal(a.embed, b.embed) and torch.equal(a.layers[1].wqkv, b.layers[1].wqkv)
+    assert not torch.equal(a.layers[0].wqkv, c.layers[0].wqkv)
