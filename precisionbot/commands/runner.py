@@ -12,17 +12,15 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from precisionbot.commands.github import ActionEnv
 from precisionbot.errors import ConfigError
 
 if TYPE_CHECKING:
     from precisionbot.config import RunnerConfig
     from precisionbot.runners.registry import GitHubRunnerRegistry
-
-_DEFAULT_API_URL = "https://api.github.com"
 
 
 def register(subparsers: Any) -> None:
@@ -81,18 +79,12 @@ def _warn(message: str) -> None:
     _log(f"warning: {message}")
 
 
-@dataclass(frozen=True)
-class _GitHubEnv:
-    token: str | None
-    api_url: str
+def _github_env() -> ActionEnv:
+    """The token (``PRECISIONBOT_GITHUB_TOKEN`` wins over ``GITHUB_TOKEN``), API URL, repository and run id."""
+    return ActionEnv.from_mapping(os.environ)
 
 
-def _github_env() -> _GitHubEnv:
-    token = os.environ.get("PRECISIONBOT_GITHUB_TOKEN") or os.environ.get("GITHUB_TOKEN") or None
-    return _GitHubEnv(token=token, api_url=os.environ.get("GITHUB_API_URL") or _DEFAULT_API_URL)
-
-
-def _registry(env: _GitHubEnv) -> GitHubRunnerRegistry | None:
+def _registry(env: ActionEnv) -> GitHubRunnerRegistry | None:
     from precisionbot.runners.registry import GitHubRunnerRegistry
 
     return GitHubRunnerRegistry.from_token(env.token, env.api_url) if env.token else None
@@ -126,18 +118,18 @@ def _launch(args: argparse.Namespace) -> int:
         _emit({"label": ",".join(rc.labels), "labels": json.dumps(list(rc.labels)), "instance-id": ""})
         _log(f"runner.kind is pool: the GPU job runs on {list(rc.labels)}; nothing launched")
         return 0
-    repo = validate_repo(args.repo or os.environ.get("GITHUB_REPOSITORY"))
+    gh = _github_env()
+    repo = validate_repo(args.repo or gh.repository)
     ami = args.ami or rc.ami
     if not ami:
         raise ConfigError("runner launch needs --ami (or runner.ami in the config): an AMI with the GPU driver")
-    gh = _github_env()
     if gh.token is None:
         raise ConfigError(
             "runner launch needs a token with repository administration: write in PRECISIONBOT_GITHUB_TOKEN "
             "(a GitHub App or fine-grained PAT; GITHUB_TOKEN cannot create just-in-time runners)"
         )
     clock = SYSTEM_CLOCK
-    run_id = validate_run_id(args.run_id or os.environ.get("GITHUB_RUN_ID") or f"local{int(clock.now().timestamp())}")
+    run_id = validate_run_id(args.run_id or gh.run_id or f"local{int(clock.now().timestamp())}")
     if args.pr and not args.pr.isdigit():
         raise ConfigError(f"--pr {args.pr!r} must be a pull request number")
     name = new_runner_name(run_id, clock.now())
@@ -216,7 +208,7 @@ def _emit(values: dict[str, str]) -> None:
     as ``name=value`` lines on stdout for scripts."""
     from precisionbot.gh.workflow import write_outputs
 
-    github_output = os.environ.get("GITHUB_OUTPUT")
+    github_output = _github_env().output
     lines = write_outputs(values, github_output)
     if github_output:
         for line in lines.splitlines():
@@ -254,9 +246,8 @@ def _reap(args: argparse.Namespace) -> int:
 
     if args.grace_minutes < 0:
         raise ConfigError(f"--grace-minutes must be >= 0, got {args.grace_minutes:g}")
-    env_repo = os.environ.get("GITHUB_REPOSITORY")
-    repos = [validate_repo(r) for r in (args.repo or ([env_repo] if env_repo else []))]
     gh = _github_env()
+    repos = [validate_repo(r) for r in (args.repo or ([gh.repository] if gh.repository else []))]
     if gh.token is None or not repos:
         _log("no GitHub token or repo: reaping instances only, not runner registrations")
     result = reap(
