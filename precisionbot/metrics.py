@@ -56,8 +56,8 @@ def k3(delta: ArrayLike) -> F64:
 def logprob_errors(lp_ref: ArrayLike, lp_test: ArrayLike) -> dict[str, float]:
     """Error of the test path's logprobs against the reference (nats): MSE, RMSE, max |Δ|, mean Δ.
 
-    Δ here is ``lp_test − lp_ref`` (the candidate's error). Seed 000: Δ = 0.1, 0.1, 0.05, 0.2 → MSE 0.015625,
-    max error 0.2.
+    Δ is ``lp_ref − lp_test``, the sign convention everywhere else (so ``mean`` agrees with the checks'
+    ``mean_delta``). Seed 000: |Δ| = 0.1, 0.1, 0.05, 0.2 → MSE 0.015625, max error 0.2.
     """
     a = np.asarray(lp_ref, dtype=np.float64)
     b = np.asarray(lp_test, dtype=np.float64)
@@ -65,7 +65,7 @@ def logprob_errors(lp_ref: ArrayLike, lp_test: ArrayLike) -> dict[str, float]:
         raise ValueError(f"logprob_errors: shapes differ {a.shape} vs {b.shape}")
     if a.size == 0:
         raise ValueError("logprob_errors: no positions to compare (empty input)")
-    d = b - a
+    d = a - b
     mse = float(np.mean(d * d))
     return {
         "mse": mse,

@@ -15,6 +15,8 @@ def test_mse_and_max_error_seed_000() -> None:
     assert errors["mse"] == pytest.approx(0.015625, rel=1e-12)
     assert errors["max_abs"] == pytest.approx(0.2, rel=1e-12)
     assert errors["rmse"] == pytest.approx(0.125, rel=1e-12)
+    # delta = lp_ref - lp_test, as everywhere: a test path that is more confident gives a negative mean.
+    assert errors["mean"] == pytest.approx(-0.1125, rel=1e-12)
 
 
 def test_kl_example_seed_000() -> None:
