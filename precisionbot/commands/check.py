@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,7 +54,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--baseline-store", metavar="URI", help="baseline store (golden)")
     p.add_argument("--layers-dump", metavar="DIR", help="layers: hidden-state dumps of the engine under test")
     p.add_argument("--layers-baseline", metavar="DIR", help="layers: the baseline build's dumps")
-    p.add_argument("--engine-commit", metavar="SHA", help="engine commit under test (shown in reports)")
+    p.add_argument(
+        "--engine-commit",
+        metavar="SHA",
+        help="engine commit under test, shown in reports (default: $PRECISIONBOT_ENGINE_COMMIT, as baseline record)",
+    )
     p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"result directory (default {DEFAULT_OUT})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
@@ -190,7 +195,8 @@ def run(args: argparse.Namespace) -> int:
             progress = TerminalProgress(sys.stderr)
             if args.quiet:
                 progress.enabled = False
-            info = EngineInfo(url=engine.url, kind=engine.kind, commit=args.engine_commit)
+            commit = args.engine_commit or os.environ.get("PRECISIONBOT_ENGINE_COMMIT") or None
+            info = EngineInfo(url=engine.url, kind=engine.kind, commit=commit)
             engine.server_info()  # reachable at all? (else every check would retry the same dead URL)
             try:
                 done = run_suite(

@@ -43,6 +43,13 @@ def test_check_writes_result_and_arrays_and_prints_table(tmp_path: Path, capsys:
     assert "match" in table and "PASS" in table and "verdict: PASS (exit 0)" in table
 
 
+def test_engine_commit_defaults_to_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRECISIONBOT_ENGINE_COMMIT", "fedcba9")
+    with fake_sglang() as (url, _):
+        assert _main(["--engine-url", url, *SMALL, "--checks", "match", "--out", str(tmp_path)]) == 0
+    assert read_result(tmp_path).engine.commit == "fedcba9"
+
+
 def test_radix_cache_disabled_exits_inconclusive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with fake_sglang(Behaviour(disable_radix_cache=True)) as (url, _):
         assert _main(["--engine-url", url, *SMALL, "--out", str(tmp_path)]) == 2
