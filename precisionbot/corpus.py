@@ -55,6 +55,11 @@ def builtin_documents(max_code_files: int = 200) -> list[Document]:
     return docs
 
 
+def suite_documents(path: str | Path | None) -> list[Document]:
+    """A suite's corpus: ``suites.<name>.corpus`` (JSONL) when set, else the builtin one."""
+    return builtin_documents() if path is None else load_jsonl(path)
+
+
 def load_jsonl(path: str | Path) -> list[Document]:
     """Rows ``{"text": str}`` or ``{"input_ids": [int, ...]}``; any error names the file and line."""
     p = Path(path)

@@ -54,8 +54,7 @@ class CheckContext:
 
     def documents(self) -> list[corpus.Document]:
         if self._documents is None:
-            path = self.suite.corpus
-            self._documents = corpus.builtin_documents() if path is None else corpus.load_jsonl(path)
+            self._documents = corpus.suite_documents(self.suite.corpus)
         return self._documents
 
     def prompts(self) -> list[tuple[int, ...]]:

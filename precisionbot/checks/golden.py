@@ -42,7 +42,7 @@ from precisionbot.baselines.produce import (
 )
 from precisionbot.checks.compare import CheckOutput
 from precisionbot.checks.context import CheckContext
-from precisionbot.config import GoldenOptions, GoldenThresholds
+from precisionbot.config import Config, GoldenOptions, GoldenThresholds, ModelConfig
 from precisionbot.corpus import Document
 from precisionbot.engines.base import Engine
 from precisionbot.errors import StoreError
@@ -234,18 +234,28 @@ def _row_texts(texts: Sequence[str], c: Comparison, candidate: GoldenRecord) -> 
     return [texts[int(r)] if ok and int(r) < len(texts) else "" for r, ok in zip(c.test_row, same, strict=True)]
 
 
-def target_from_context(ctx: CheckContext) -> GoldenTarget:
-    model = ctx.model
-    name = model.name if model is not None else (ctx.engine.server_info().model_path or ctx.engine.kind)
-    args = None if model is None else f"{ctx.config.engine.args} {model.args}".strip()
+def golden_target(
+    engine: Engine,
+    config: Config,
+    options: GoldenOptions,
+    model: ModelConfig | None,
+    documents: Sequence[Document],
+) -> GoldenTarget:
+    """The one rule for what a golden run is filed under: ``baseline record`` and the golden check must agree
+    on it, or every check misses its baseline (a different model name or signature)."""
+    name = model.name if model is not None else (engine.server_info().model_path or engine.kind)
     return GoldenTarget(
-        engine=ctx.engine,
+        engine=engine,
         model=name,
-        documents=tuple(ctx.documents()),
-        options=ctx.suite.golden,
-        engine_args=args,
+        documents=tuple(documents),
+        options=options,
+        engine_args=None if model is None else f"{config.engine.args} {model.args}".strip(),
         revision=None if model is None else model.revision,
     )
+
+
+def target_from_context(ctx: CheckContext) -> GoldenTarget:
+    return golden_target(ctx.engine, ctx.config, ctx.suite.golden, ctx.model, ctx.documents())
 
 
 def check_golden(ctx: CheckContext) -> CheckOutput:

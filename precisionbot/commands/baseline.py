@@ -68,28 +68,21 @@ def _record(args: argparse.Namespace) -> int:
 
     from precisionbot import corpus
     from precisionbot.baselines import open_store
-    from precisionbot.checks.golden import GoldenTarget, record_golden
-    from precisionbot.commands.check import _config, _model, open_engine
+    from precisionbot.checks.golden import golden_target, record_golden
+    from precisionbot.commands.check import _model, open_engine
+    from precisionbot.config import load_config_or_default
 
-    config = _config(args)
+    config = load_config_or_default(args.config)
     suite = config.suite(args.suite or config.github.baseline_suite)
     model = _model(config, args)
     store = open_store(_store_uri(args, config))
-    documents = corpus.builtin_documents() if suite.corpus is None else corpus.load_jsonl(suite.corpus)
+    documents = corpus.suite_documents(suite.corpus)
     commit = args.engine_commit or os.environ.get("PRECISIONBOT_ENGINE_COMMIT") or None
     with (
         tempfile.TemporaryDirectory(prefix="precisionbot-engine-") as logs,
         open_engine(config, args, model, Path(logs)) as engine,
     ):
-        name = (model.name if model else None) or engine.server_info().model_path or engine.kind
-        target = GoldenTarget(
-            engine=engine,
-            model=name,
-            documents=tuple(documents),
-            options=suite.golden,
-            engine_args=None if model is None else f"{config.engine.args} {model.args}".strip(),
-            revision=None if model is None else model.revision,
-        )
+        target = golden_target(engine, config, suite.golden, model, documents)
         meta = record_golden(target, store, label=args.label, producer=args.producer, engine_commit=commit)
     print(f"recorded {meta.run_id} ({meta.label}, producer {meta.producer}, {meta.stats['positions']} positions)")
     print(f"  {store.uri}/{meta.prefix}")

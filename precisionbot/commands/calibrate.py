@@ -67,13 +67,14 @@ def register(subparsers: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from precisionbot.baselines import open_store
-    from precisionbot.checks.golden import GoldenTarget, record_golden
+    from precisionbot.checks.golden import golden_target, record_golden
     from precisionbot.checks.runner import run_suite
-    from precisionbot.commands.check import _config, apply_overrides
+    from precisionbot.commands.check import apply_overrides
+    from precisionbot.config import load_config_or_default
     from precisionbot.engines.builtin import BuiltinEngine
     from precisionbot.errors import ConfigError
 
-    config = _config(args)
+    config = load_config_or_default(args.config)
     suite = apply_overrides(config.suite(args.suite or "consistency"), args)
     profile = args.profile or config.thresholds.profile
     thresholds = config.thresholds_for(None, None, profile)
@@ -91,8 +92,8 @@ def _run(args: argparse.Namespace) -> int:
             try:
                 from precisionbot import corpus
 
-                docs = corpus.builtin_documents() if suite.corpus is None else corpus.load_jsonl(suite.corpus)
-                record_golden(GoldenTarget(engine, "builtin", tuple(docs), suite.golden), store)
+                docs = corpus.suite_documents(suite.corpus)
+                record_golden(golden_target(engine, config, suite.golden, None, docs), store)
             finally:
                 engine.close()
         for variant in variants:

@@ -64,10 +64,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def _config(args: argparse.Namespace) -> Config:
-    return load_config_or_default(args.config)
-
-
 def _positive(value: int | None, flag: str) -> int | None:
     if value is not None and value < 1:
         raise ConfigError(f"{flag} must be a positive integer (got {value})")
@@ -183,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     from precisionbot.report.diagnosis import diagnose
     from precisionbot.resultdir import write_result
 
-    config = _config(args)
+    config = load_config_or_default(args.config)
     suite = apply_overrides(config.suite(args.suite or DEFAULT_SUITE), args)
     profile = args.profile or config.thresholds.profile
     model = _model(config, args)

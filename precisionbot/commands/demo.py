@@ -102,9 +102,9 @@ def _depths(text: str) -> tuple[int, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from precisionbot import corpus
     from precisionbot.baselines import open_store
-    from precisionbot.checks.context import CheckContext
-    from precisionbot.checks.golden import record_golden, target_from_context
+    from precisionbot.checks.golden import golden_target, record_golden
     from precisionbot.checks.progress import TerminalProgress
     from precisionbot.checks.runner import run_suite
     from precisionbot.commands.check import apply_overrides
@@ -133,14 +133,8 @@ def run(args: argparse.Namespace) -> int:
         clean = BuiltinEngine()
         try:
             steps.step(f"recording a golden baseline into {store_uri}")
-            ctx = CheckContext(
-                engine=clean,
-                config=config,
-                suite=suite,
-                thresholds=config.thresholds_for(None, None, profile),
-                profile=profile,
-            )
-            meta = record_golden(target_from_context(ctx), open_store(store_uri), engine_commit="clean")
+            target = golden_target(clean, config, suite.golden, None, corpus.suite_documents(suite.corpus))
+            meta = record_golden(target, open_store(store_uri), engine_commit="clean")
             steps.note(f"      baseline {meta.run_id}: {meta.stats.get('positions', '?')} positions")
         finally:
             clean.close()
