@@ -149,6 +149,10 @@ class GoldenThresholds:
     """With no band, a top-1 flip at a baseline margin above this (nats) is a confident flip."""
     max_abs_delta: float | None = None
     """Max |Δ logprob| over shared top-k ids (test_logprobs.py's 1e-5 rule); None = not enforced."""
+    max_nll_increase: float | None = 1e-3
+    """Nats per token: fail when the candidate's mean logprob of the corpus tokens is lower than the baseline's by
+    more than this *and* by more than 4 standard errors (a systematic drift, like a perplexity increase of
+    0.1 %, that no single position shows); None = not enforced."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +191,9 @@ DEFAULT_PROFILES: Mapping[str, ThresholdSet] = {
         onset_k3=1e-9,
         cache_vs_match_factor=1.0,
         cache_vs_match_floor_k3=1e-9,
-        golden=GoldenThresholds(band_factor=1.0, logit_kl=1e-9, confident_flip_margin=0.0, max_abs_delta=1e-5),
+        golden=GoldenThresholds(
+            band_factor=1.0, logit_kl=1e-9, confident_flip_margin=0.0, max_abs_delta=1e-5, max_nll_increase=1e-9
+        ),
     ),
 }
 

@@ -213,6 +213,7 @@ def _parse_set(r: Reader, base: ThresholdSet, extra: frozenset[str] = frozenset(
             logit_kl=g.positive_float("logit_kl", base.golden.logit_kl),
             confident_flip_margin=g.nonneg_float("confident_flip_margin", base.golden.confident_flip_margin),
             max_abs_delta=g.opt_positive_float("max_abs_delta", mad),
+            max_nll_increase=g.opt_positive_float("max_nll_increase", base.golden.max_nll_increase),
         ),
     )
 

@@ -394,6 +394,25 @@ def tail_stats(values: ArrayLike, thresholds: Sequence[float] = DEFAULT_THRESHOL
     return out
 
 
+def mean_block_se(values: ArrayLike, block: int = 64) -> tuple[float, float]:
+    """Mean of ``values`` and its standard error from means of consecutive blocks of ``block`` positions.
+
+    Neighbouring tokens' errors are correlated (they share context), so the textbook ``σ/√N`` overstates how
+    sure a mean is; block means are close to independent. With fewer than two blocks the plain standard error
+    is returned. NaN/inf are ignored; an empty input is a ``ValueError``.
+    """
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        raise ValueError("mean_block_se: no finite values (empty input)")
+    nb = v.size // block
+    if nb < 2:
+        se = float(np.std(v, ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0
+        return float(np.mean(v)), se
+    means = v[: nb * block].reshape(nb, block).mean(axis=1)
+    return float(np.mean(v)), float(np.std(means, ddof=1) / math.sqrt(nb))
+
+
 def sglang_mean_k3(k3_values: ArrayLike, sample: ArrayLike) -> float:
     """SGLang's helper number: the unweighted mean over samples of each sample's mean k3.
 

@@ -6,6 +6,8 @@ margin bucket's flip rate above ``band_factor ×`` the band's fails; with no ban
 (a deterministic build) the fixed thresholds rule: any position's KL above ``logit_kl`` fails (kern's
 ``--logit-kl``), and so does a sample whose
 max |Δ| over shared top-k ids exceeds ``max_abs_delta`` when that is set (``test_logprobs.py``'s 1e-5 rule).
+Always: a systematic drift of the corpus tokens' mean logprob beyond ``max_nll_increase`` (and 4 block
+standard errors) fails, the perplexity-style signal that catches a small bias spread over every position.
 Non-finite numbers are never a pass.
 """
 
@@ -22,6 +24,9 @@ from precisionbot.baselines.compare import Comparison, depth_label
 from precisionbot.config import GoldenThresholds
 from precisionbot.noise import NoiseBand, confident_flip_limit, confident_flips, expected_flips, flips_by_margin
 from precisionbot.results import Verdict, WorstPosition
+
+NLL_Z = 4.0
+"""Standard errors (block-estimated) a mean logprob drift must exceed before it can fail a run."""
 
 BUCKET_SLACK_FLIPS = 2
 """Flips a margin bucket may have beyond ``band_factor × band rate × positions``: with a few hundred positions a
@@ -62,6 +67,9 @@ def golden_stats(
     finite_mean = c.shared_mean[np.isfinite(c.shared_mean)]
     stats["mean_abs_delta"] = float(np.mean(finite_mean)) if finite_mean.size else math.nan
     stats["lp_errors"] = metrics.logprob_errors(c.lp_ref, c.lp_test)
+    # Mean of lp_ref − lp_test over the scored corpus tokens: > 0 means the candidate is less sure of the text
+    # (log of the perplexity ratio); its block standard error says whether that is more than noise.
+    stats["nll_increase"], stats["nll_increase_se"] = metrics.mean_block_se(c.delta)
     stats["by_phase"] = {
         "prefill": _kl_summary(c, ~c.decode),
         "decode": _kl_summary(c, c.decode),
@@ -140,6 +148,13 @@ def judge_golden(
                 f"{n_over} position(s) have a KL above the per-position limit {t.logit_kl:g} nats (no noise band; "
                 f"largest {stats['kl_max']:.3g} at sample {c.sample[i]}, position {c.position[i]})"
             )
+    nll, se = stats["nll_increase"], stats["nll_increase_se"]
+    if t.max_nll_increase is not None and nll > t.max_nll_increase and nll > NLL_Z * se:
+        fails.append(
+            f"systematic drift: the candidate's logprob of the corpus tokens is {nll:.3g} ± {se:.2g} nats/token "
+            f"lower than the baseline's (perplexity +{math.expm1(nll):.2%}), above {t.max_nll_increase:g} and "
+            f"{nll / se if se > 0 else math.inf:.1f} standard errors from 0"
+        )
     if t.max_abs_delta is not None:
         samples_over = np.unique(c.sample[np.nan_to_num(c.shared_max, nan=np.inf) > t.max_abs_delta])
         if samples_over.size:

@@ -67,6 +67,7 @@ def clean_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         ("attn-p-fp8-scaled", Verdict.PASS),
         ("attn-p-bf16", Verdict.PASS),
         ("mantissa=5", Verdict.FAIL),
+        ("mantissa=7", Verdict.FAIL),  # no position's KL shows it: the systematic-drift rule does
         ("mantissa=16", Verdict.PASS),
         ("chunk-boundary", Verdict.FAIL),
     ],
@@ -85,6 +86,11 @@ def test_fault_catalogue_verdicts(clean_store: Store, fault: str, expected: Verd
     if fault == "attn-p-fp8":  # fp8 P without scaling underflows more as attention spreads: worse with depth
         shallow, deep = result.stats["by_depth"][0], result.stats["by_depth"][-1]
         assert deep["kl_p99"] > 3 * shallow["kl_p99"]
+    if fault == "mantissa=7":
+        assert any(r.startswith("systematic drift") for r in result.reasons), result.reasons
+        assert result.stats["kl_max"] < GoldenThresholds().logit_kl
+    if fault in ("attn-p-fp8-scaled", "attn-p-bf16"):  # round-to-nearest noise: no drift
+        assert result.stats["nll_increase"] < GoldenThresholds().max_nll_increase  # type: ignore[operator]
     if fault == "chunk-boundary":  # only positions past the first 512-token chunk are wrong
         assert result.stats["by_depth"][0]["kl_max"] == 0
 

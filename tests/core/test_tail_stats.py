@@ -77,3 +77,19 @@ def test_delta_p_and_same_top() -> None:
     assert s["rms"] == pytest.approx(math.sqrt((0.1**2 + 0.05**2) / 2))
     rate, se = metrics.same_top(np.array([False, False, True, False]))
     assert rate == 0.75 and se == pytest.approx(math.sqrt(0.75 * 0.25 / 4))
+
+
+def test_mean_block_se_accounts_for_correlated_neighbours() -> None:
+    rng = np.random.default_rng(3)
+    iid = rng.normal(0, 1, 64 * 400)
+    m, se = metrics.mean_block_se(iid)
+    assert m == pytest.approx(np.mean(iid))
+    assert se == pytest.approx(np.std(iid, ddof=1) / math.sqrt(iid.size), rel=0.15)  # iid: the plain se
+    # Runs of 32 equal values: the plain se is ~√32 too small; block means see the correlation.
+    runs = np.repeat(rng.normal(0, 1, 800), 32)
+    _, block_se = metrics.mean_block_se(runs)
+    naive = np.std(runs, ddof=1) / math.sqrt(runs.size)
+    assert block_se > 3 * naive
+    assert metrics.mean_block_se([1.0, 3.0]) == (2.0, 1.0)
+    with pytest.raises(ValueError, match="empty"):
+        metrics.mean_block_se([np.nan])
