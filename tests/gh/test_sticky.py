@@ -116,3 +116,10 @@ def test_fit_comment_counts_astral_characters_conservatively() -> None:
     body = "🙂" * 40_000  # 40,000 code points but 80,000 UTF-16 units
     fitted = fit_comment(body)
     assert len(fitted.encode("utf-16-le")) // 2 <= COMMENT_LIMIT_CHARS and fitted.endswith(TRUNCATED_NOTE)
+
+
+def test_default_marker_is_the_renderers() -> None:
+    # Two constants for one marker (gh stays importable without jinja2): they must not drift apart.
+    from precisionbot.report import COMMENT_MARKER
+
+    assert DEFAULT_MARKER == COMMENT_MARKER
