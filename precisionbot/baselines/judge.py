@@ -23,6 +23,7 @@ from precisionbot import metrics
 from precisionbot.baselines.compare import Comparison, depth_label
 from precisionbot.config import GoldenThresholds
 from precisionbot.noise import NoiseBand, confident_flip_limit, confident_flips, expected_flips, flips_by_margin
+from precisionbot.report.fmt import percent
 from precisionbot.results import Verdict, WorstPosition
 
 NLL_Z = 4.0
@@ -137,8 +138,8 @@ def judge_golden(
             allowed = f * rate * bucket["positions"] + BUCKET_SLACK_FLIPS
             if bucket["flips"] > allowed:
                 fails.append(
-                    f"{bucket['flips']} flips at margins {bucket['bucket']} nats ({bucket['rate']:.2%}) exceed "
-                    f"{f:g}× the noise band's rate {rate:.2%} (+{BUCKET_SLACK_FLIPS} flips of slack)"
+                    f"{bucket['flips']} flips at margins {bucket['bucket']} nats ({percent(bucket['rate'])}) exceed "
+                    f"{f:g}× the noise band's rate {percent(rate)} (+{BUCKET_SLACK_FLIPS} flips of slack)"
                 )
     else:
         if stats["kl_max"] > t.logit_kl or not np.isfinite(stats["kl_max"]):
@@ -152,7 +153,7 @@ def judge_golden(
     if t.max_nll_increase is not None and nll > t.max_nll_increase and nll > NLL_Z * se:
         fails.append(
             f"systematic drift: the candidate's logprob of the corpus tokens is {nll:.3g} ± {se:.2g} nats/token "
-            f"lower than the baseline's (perplexity +{math.expm1(nll):.2%}), above {t.max_nll_increase:g} and "
+            f"lower than the baseline's (perplexity +{percent(math.expm1(nll))}), above {t.max_nll_increase:g} and "
             f"{nll / se if se > 0 else math.inf:.1f} standard errors from 0"
         )
     if t.max_abs_delta is not None:

@@ -154,3 +154,15 @@ def test_worst_positions_are_sorted_by_kl(base: tuple[np.ndarray, np.ndarray]) -
     worst = worst_positions(c, 5)
     assert len(worst) == 5 and worst[0].position == int(c.position[np.argmax(c.kl)])
     assert all(w.margin_ref is not None for w in worst)
+
+
+def test_a_tiny_systematic_drift_is_never_printed_as_zero_percent(base: tuple[np.ndarray, np.ndarray]) -> None:
+    logits, tokens = base
+    ref = _record(logits, tokens)
+    lowered = logits.copy()
+    lowered[np.arange(N), tokens] -= 1e-5  # every scored token slightly less likely: a drift, no flip
+    verdict, reasons, stats, _ = _judge(ref, _record(lowered, tokens), t=GoldenThresholds(max_nll_increase=1e-9))
+    (drift,) = [r for r in reasons if r.startswith("systematic drift")]
+    assert verdict is Verdict.FAIL and 0 < stats["nll_increase"] < 1e-4
+    shown = drift.split("perplexity +")[1].split("%")[0]
+    assert float(shown) > 0, drift
