@@ -39,6 +39,16 @@ def _guard(call: str, fn: Callable[[], T]) -> T:
         raise GitHubError(f"GitHub {call} failed after retries: {exc}; check GITHUB_API_URL and retry later") from exc
 
 
+def _paged(call: str, fn: Callable[[], Any]) -> Iterator[Any]:
+    """Items of a PyGithub paginated list, each page fetch guarded (pages are fetched lazily, mid-iteration)."""
+    pages = iter(_guard(call, fn))
+    while True:
+        item = _guard(call, lambda: next(pages, None))
+        if item is None:
+            return
+        yield item
+
+
 class RestGitHub:
     """One repository through PyGithub. Build it with :func:`connect`."""
 
@@ -93,11 +103,7 @@ class RestGitHub:
 
     def changed_files(self, number: int) -> Iterator[str]:
         pull = _guard(f"GET pulls/{number}", lambda: self._repo.get_pull(number))
-        pages = iter(_guard(f"GET pulls/{number}/files", pull.get_files))
-        while True:
-            item = _guard(f"GET pulls/{number}/files", lambda: next(pages, None))
-            if item is None:
-                return
+        for item in _paged(f"GET pulls/{number}/files", pull.get_files):
             yield str(item.filename)
 
     def commit_date(self, sha: str) -> datetime:
@@ -126,11 +132,7 @@ class RestGitHub:
 
     def comments(self, number: int) -> Iterator[Comment]:
         issue = _guard(f"GET issues/{number}", lambda: self._repo.get_issue(number))
-        pages = iter(_guard(f"GET issues/{number}/comments", issue.get_comments))
-        while True:
-            item = _guard(f"GET issues/{number}/comments", lambda: next(pages, None))
-            if item is None:
-                return
+        for item in _paged(f"GET issues/{number}/comments", issue.get_comments):
             yield _comment(item)
 
     def create_comment(self, number: int, body: str) -> Comment:
