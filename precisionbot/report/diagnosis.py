@@ -232,7 +232,7 @@ def _flips(c: CheckResult, out: list[Diagnosis]) -> None:
     observed = c.stats.get("flips")
     expected = c.stats.get("expected_flips")
     ev = evidence.flip_evidence(
-        int(observed) if isinstance(observed, (int, float)) else None,
+        int(observed) if isinstance(observed, (int, float)) and math.isfinite(observed) else None,
         float(expected) if isinstance(expected, (int, float)) else None,
         # The golden check's exact Poisson-binomial tail, when it computed one; else a Poisson tail here.
         p_value=_stat(c, "flips_p_value"),

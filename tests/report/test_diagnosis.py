@@ -233,3 +233,10 @@ def test_a_flip_without_token_text_names_the_token_id() -> None:
     c = CheckResult("golden", F, stats={"p99": 0.1}, worst=(w,))
     (finding,) = [d for d in diagnose([c]) if d.code == "systematic_flip"]
     assert "(scored token id 101)" in finding.text
+
+
+@pytest.mark.parametrize("flips", [float("nan"), float("inf")])
+def test_a_non_finite_flip_count_is_ignored_not_a_crash(flips: float) -> None:
+    # result.json can carry "NaN"/"Infinity" (restored as floats); the report must still render.
+    codes = {d.code for d in diagnose([chk("golden", F, flips=flips, expected_flips=1.0)])}
+    assert "excess_flips" not in codes
