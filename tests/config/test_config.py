@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from precisionbot.config import Config, load_config, resolve_thresholds
+from precisionbot.config import Config, load_config, load_config_or_default, resolve_thresholds
 from precisionbot.config_fields import parse_int_range
 from precisionbot.errors import ConfigError
 
@@ -132,6 +132,19 @@ def test_load_config_file_errors(tmp_path: Path) -> None:
     typo.write_text("suites:\n  pr:\n    sample: 8\n")
     with pytest.raises(ConfigError, match=r"typo.yml: unknown key 'suites.pr.sample'; did you mean 'samples'\?"):
         load_config(typo)
+
+
+def test_load_config_or_default_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_config_or_default(None) == Config.default()
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "precision.yml").write_text("engine:\n  batch_size: 3\n")
+    assert load_config_or_default(None).engine.batch_size == 3
+    explicit = tmp_path / "other.yml"
+    explicit.write_text("engine:\n  batch_size: 5\n")
+    assert load_config_or_default(str(explicit)).engine.batch_size == 5
+    with pytest.raises(ConfigError, match=r"missing\.yml"):
+        load_config_or_default("missing.yml")
 
 
 def test_yaml_number_quirks(tmp_path: Path) -> None:
