@@ -22,8 +22,8 @@ import numpy as np
 from precisionbot import metrics
 from precisionbot.baselines.compare import Comparison, depth_label
 from precisionbot.config import GoldenThresholds
+from precisionbot.fmt import percent
 from precisionbot.noise import NoiseBand, confident_flip_limit, confident_flips, expected_flips, flips_by_margin
-from precisionbot.report.fmt import percent
 from precisionbot.results import Verdict, WorstPosition
 
 NLL_Z = 4.0

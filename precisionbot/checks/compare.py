@@ -16,7 +16,7 @@ import numpy as np
 from precisionbot import metrics
 from precisionbot.config import ThresholdSet
 from precisionbot.divergence import sample_shapes
-from precisionbot.report.fmt import plain as _fmt
+from precisionbot.fmt import plain as _fmt
 from precisionbot.results import CacheStats, CheckResult, PositionRecord, SampleSummary, Verdict, WorstPosition
 
 WORST_POSITIONS = 10

@@ -125,7 +125,7 @@ def _plain(stats: Mapping[str, Any]) -> dict[str, Any]:
 def _fmt(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
-    from precisionbot.report.fmt import plain
+    from precisionbot.fmt import plain
 
     return plain(x)
 

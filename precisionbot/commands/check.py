@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _num(x: Any) -> str:
-    from precisionbot.report.fmt import plain
+    from precisionbot.fmt import plain
 
     return plain(x) if isinstance(x, (int, float)) else "-"
 

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from precisionbot.fmt import count, percent
 from precisionbot.report.escape import label_text
-from precisionbot.report.fmt import count, percent
 from precisionbot.results import CheckResult
 
 # Margins are never negative: a "-" between numbers is a range dash, not a sign.

@@ -15,9 +15,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from precisionbot.fmt import count, sig
 from precisionbot.report import evidence
 from precisionbot.report.escape import cap, visible
-from precisionbot.report.fmt import count, sig
 from precisionbot.results import CheckResult, Diagnosis, RunResult, SampleSummary, Verdict
 
 CONSISTENCY = ("match", "prefill_cache_hit", "decode_cache_hit")

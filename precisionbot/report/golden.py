@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from precisionbot.fmt import count, sig
 from precisionbot.report.escape import label_text, prose
-from precisionbot.report.fmt import count, sig
 from precisionbot.results import CheckResult
 
 

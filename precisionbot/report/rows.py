@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from precisionbot.fmt import count, logprob, percent, ratio, short_sha, sig, signed
 from precisionbot.report import evidence
 from precisionbot.report.diagnosis import BaselineStats
 from precisionbot.report.escape import label_text, prose, token_cell
-from precisionbot.report.fmt import count, logprob, percent, ratio, short_sha, sig, signed
 from precisionbot.results import CheckResult, RunResult, Verdict
 
 ICONS = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️"}

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from precisionbot.fmt import count, sig
 from precisionbot.metrics import k3
-from precisionbot.report.fmt import count, sig
 from precisionbot.results import PositionRecord
 
 LEVELS = "▁▂▃▄▅▆▇█"

@@ -1,4 +1,4 @@
-"""Number formatting for the report: every figure a reader sees is formatted here, and tested.
+"""Number formatting for every figure a reader sees (reports, check tables, verdict reasons), tested.
 
 The one rule that matters: a non-zero error is never shown as ``0``. Fixed-point rounding would print a k3
 of 3.2e-05 as ``0.00`` and make a real divergence read as a clean pass, so small magnitudes switch to

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from precisionbot.report import fmt
+from precisionbot import fmt
 
 
 @pytest.mark.parametrize(
