@@ -244,9 +244,23 @@ class CacheStats:
     total: int
 
 
+CONTRACT_STATS: Mapping[str, Any] = {
+    "positions": 0,
+    "samples": 0,
+    "mean_k3": None,
+    "p50": None,
+    "p99": None,
+    "p999": None,
+    "max": None,
+    "frac_over": {},
+}
+"""The ``stats`` keys result.json always carries; a check that compared nothing has 0 positions and nulls."""
+
+
 @dataclass(frozen=True)
 class CheckResult:
-    """One check's outcome. ``stats`` holds CONTRACT's keys (and, for ``golden``, the KL/flip keys)."""
+    """One check's outcome. ``stats`` holds CONTRACT's keys (and, for ``golden``, the KL/flip keys); any of
+    CONTRACT's keys a check did not set are filled in from ``CONTRACT_STATS``, so readers can rely on them."""
 
     name: str
     verdict: Verdict
@@ -257,6 +271,11 @@ class CheckResult:
     samples: tuple[SampleSummary, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Any further JSON-native keys (kept through the round trip)."""
+
+    def __post_init__(self) -> None:
+        missing = {k: v for k, v in CONTRACT_STATS.items() if k not in self.stats}
+        if missing:
+            object.__setattr__(self, "stats", {**missing, **self.stats})
 
     @classmethod
     def inconclusive(cls, name: str, reason: str, **kwargs: Any) -> CheckResult:

@@ -69,7 +69,8 @@ def baseline_info(run: RunResult) -> Mapping[str, Any] | None:
 
 def check_row(c: CheckResult, base: BaselineStats | None, previous: RunResult | None) -> CheckRow:
     s = c.stats
-    cells = [count(_stat(s, "positions"))] if "positions" in s else []
+    # A check that compared nothing (0 positions, e.g. too few cache hits) shows only its cache cell, or "–".
+    cells = [count(_stat(s, "positions"))] if s.get("positions") else []
     if c.cache is not None:
         cells.append(f"{c.cache.kept}/{c.cache.total} cache hits")
     positions = " · ".join(cells) or "–"

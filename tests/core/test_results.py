@@ -138,3 +138,15 @@ def test_bad_result_directories_are_clear_errors(tmp_path) -> None:  # type: ign
     (tmp_path / "x.npz").write_bytes(b"garbage")
     with pytest.raises(DataError, match=r"x\.npz"):
         read_records(tmp_path)
+
+
+def test_every_check_carries_the_contract_stats_keys() -> None:
+    import json
+
+    run = RunResult.from_checks(
+        [CheckResult.inconclusive("golden", "no baseline")], signature="s", engine=EngineInfo("u", "builtin")
+    )
+    stats = json.loads(run.to_json())["checks"][0]["stats"]
+    assert set(stats) >= {"positions", "samples", "mean_k3", "p50", "p99", "p999", "max", "frac_over"}
+    assert stats["positions"] == 0 and stats["p99"] is None
+    assert RunResult.from_json(run.to_json()) == run
