@@ -188,6 +188,9 @@ def noise_band(pairs: Sequence[PairComparison]) -> NoiseBand:
     flipped = margins[flips]
     rates = {b["bucket"]: float(b["rate"]) for b in flips_by_margin(margins, flips)}
     finite = delta[np.isfinite(delta)]
+    kl = kl[np.isfinite(kl)]  # an infinite pair KL is a broken producer, not a band: percentiles of the rest
+    if kl.size == 0:
+        kl = np.zeros(1)
     return NoiseBand(
         pairs=len(pairs),
         max_flip_margin_nats=float(np.max(flipped)) if flipped.size else 0.0,
