@@ -88,7 +88,7 @@ def expected_flips(margins_nats: npt.ArrayLike, observed: int, sigma_nats: float
     if observed <= 0:
         return FlipExpectation(observed, expected, 1.0, sigma_nats)
     live = p[p > 1e-18]
-    tail = _poisson_binomial_tail(live, observed) if live.size <= 4096 else _poisson_tail(expected, observed)
+    tail = _poisson_binomial_tail(live, observed) if live.size <= 4096 else poisson_sf(observed, expected)
     return FlipExpectation(observed, expected, tail, sigma_nats)
 
 
@@ -105,24 +105,36 @@ def _poisson_binomial_tail(p: npt.NDArray[np.float64], k: int) -> float:
     return float(min(max(dist[k], 0.0), 1.0))
 
 
-def _poisson_tail(lam: float, k: int) -> float:
-    """P(X ≥ k) for X ~ Poisson(λ), summed in log space (no overflow for large k)."""
-    if lam <= 0:
+def poisson_sf(observed: float, expected: float) -> float:
+    """P(X ≥ observed) for X ~ Poisson(expected): how surprising ``observed`` flips are if noise causes them.
+
+    Exact sums (in log space, the upper tail summed directly so tiny tails keep their digits) up to 10,000
+    terms; beyond that the Wilson–Hilferty approximation of P(Gamma(k, 1) ≤ λ), accurate to a few digits
+    there and bounded in time for any input (a result file claiming 10¹² flips must not hang a report).
+    """
+    if not observed > 0:
+        return 1.0
+    if not expected > 0:
         return 0.0
+    if not (math.isfinite(observed) and math.isfinite(expected)):
+        return 0.0 if math.isinf(observed) else 1.0
+    k, lam = math.ceil(observed), float(expected)
+    if k > 10_000 or lam > 10_000:
+        z = ((lam / k) ** (1 / 3) - (1 - 1 / (9 * k))) / math.sqrt(1 / (9 * k))
+        return float(min(max(0.5 * math.erfc(-z / math.sqrt(2)), 0.0), 1.0))
 
     def term(j: int) -> float:
         return math.exp(j * math.log(lam) - lam - math.lgamma(j + 1))
 
     if k <= lam:  # the lower side is the small one: 1 − P(X < k) does not cancel badly here
         return float(min(max(1.0 - math.fsum(term(j) for j in range(k)), 0.0), 1.0))
-    # Upper tail summed directly (terms shrink geometrically past λ), so tiny tails keep their digits.
-    total, j = 0.0, k
-    while True:
+    total = 0.0
+    for j in range(k, k + 20_000):  # terms shrink geometrically past λ
         t = term(j)
         total += t
-        if t < total * 1e-17 or j > k + 100_000:
-            return float(min(total, 1.0))
-        j += 1
+        if t < total * 1e-17:
+            break
+    return float(min(total, 1.0))
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from precisionbot.noise import poisson_sf
 from precisionbot.results import WorstPosition
 
 NOISE_DELTA_NATS = 1e-2
@@ -78,32 +79,6 @@ def read_position(w: WorstPosition) -> PositionEvidence:
     if delta <= NOISE_DELTA_NATS and not w.flip:
         return PositionEvidence(Reading.NOISE, f"|Δ| {_num(delta, NOISE_DELTA_NATS)} ≤ {NOISE_DELTA_NATS:g}", False)
     return PositionEvidence(Reading.UNCLEAR, f"|Δ| {delta:.2g} between noise and 0.1", False)
-
-
-def poisson_sf(observed: int, expected: float) -> float:
-    """P(X ≥ observed) for X ~ Poisson(expected): how surprising ``observed`` flips are if noise causes them."""
-    if observed <= 0:
-        return 1.0
-    if expected <= 0.0:
-        return 0.0
-    lam = expected
-    if observed > lam:
-        # Sum the upper tail directly (1 − CDF would cancel to 0 for very surprising counts).
-        log_term = -lam + observed * math.log(lam) - math.lgamma(observed + 1)
-        total, k = 0.0, observed
-        while True:
-            term = math.exp(log_term)
-            total += term
-            k += 1
-            log_term += math.log(lam) - math.log(k)
-            if term < 1e-17 * max(total, 1e-300) or k > observed + 10_000:
-                return min(1.0, total)
-    cdf, log_term = 0.0, -lam
-    for k in range(observed):
-        if k > 0:
-            log_term += math.log(lam) - math.log(k)
-        cdf += math.exp(log_term)
-    return max(0.0, 1.0 - cdf)
 
 
 @dataclass(frozen=True)

@@ -88,3 +88,18 @@ def test_sample_shapes_onset_and_concentration() -> None:
     assert concentration([5.0] + [0.0] * 19) == 1.0
     assert concentration([1.0] * 20) == pytest.approx(0.1)
     assert concentration([0.0, 0.0]) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("observed", "expected"), [(5, 1.0), (60, 30.0), (20, 40.0), (30_000, 29_000.0), (12_000, 9_000.0)]
+)
+def test_poisson_sf_matches_scipy(observed: int, expected: float) -> None:
+    assert noise.poisson_sf(observed, expected) == pytest.approx(stats.poisson.sf(observed - 1, expected), rel=2e-3)
+
+
+def test_poisson_sf_is_bounded_in_time_for_absurd_inputs() -> None:
+    # A result.json may claim any count: the report must answer at once, not loop 10^12 times.
+    assert noise.poisson_sf(10**12, 2e12) == pytest.approx(1.0)
+    assert noise.poisson_sf(2 * 10**12, 10**12) == pytest.approx(0.0, abs=1e-300)
+    assert noise.poisson_sf(float("inf"), 3.0) == 0.0
+    assert noise.poisson_sf(0, 3.0) == 1.0 and noise.poisson_sf(3, 0.0) == 0.0
