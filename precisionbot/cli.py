@@ -50,12 +50,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _pop_debug(argv: Sequence[str]) -> tuple[list[str], bool]:
+    """Take ``--debug`` out of ``argv`` wherever it is (``precisionbot report DIR --debug`` is the natural
+    thing to type after an error): argparse accepts a top-level flag only before the subcommand. Tokens after
+    a ``--`` separator are left alone."""
+    args = list(argv)
+    end = args.index("--") if "--" in args else len(args)
+    kept = [a for a in args[:end] if a != "--debug"]
+    return kept + args[end:], len(kept) != end
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv, debug = _pop_debug(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help and --version (0), usage errors (3): argparse exits by itself
         return exc.code if isinstance(exc.code, int) else EXIT_SETUP_ERROR
+    args.debug = args.debug or debug
     try:
         code: int = args.handler(args)
         return code

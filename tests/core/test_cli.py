@@ -71,3 +71,20 @@ def test_an_unexpected_exception_is_one_line_and_exit_3(
         "precisionbot: internal error: ZeroDivisionError: division by zero "
         "(a bug in precisionbot: rerun with --debug for the traceback and report it)"
     ]
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_debug_is_accepted_before_or_after_the_subcommand(
+    where: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `precisionbot report DIR --debug` is what one types after an error: it must not be a usage error.
+    from precisionbot.commands import report
+
+    def boom(args: object) -> int:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(report, "run", boom)
+    argv = ["--debug", "report", "somewhere"] if where == "first" else ["report", "somewhere", "--debug"]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ZeroDivisionError" in err and "unrecognized" not in err
