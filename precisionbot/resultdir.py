@@ -46,9 +46,68 @@ def read_result(directory: str | Path) -> RunResult:
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
+        problem = shape_problem(json.loads(text))
+        if problem is not None:
+            raise DataError(f"{path} is not a valid precisionbot result (schema 1): {problem}")
         return RunResult.from_json(text)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(f"{path} is not a valid precisionbot result (schema 1): {exc}") from exc
+
+
+_REQUIRED: Mapping[str, tuple[str, ...]] = {
+    "": ("schema", "verdict", "signature", "engine", "checks"),
+    "engine": ("url", "kind"),
+    "checks": ("name", "verdict"),
+    "worst": ("sample", "position", "token_id", "token_text", "lp_ref", "lp_test", "delta", "k3"),
+    "samples": ("sample", "prompt_tokens", "positions", "mean_k3", "max_k3", "contiguous_from_first"),
+    "cache": ("kept", "total"),
+    "diagnosis": ("code", "text"),
+}
+
+
+def _missing(obj: object, kind: str, where: str) -> str | None:
+    if not isinstance(obj, dict):
+        return f"{where or 'the top level'} is a JSON {_json_type(obj)}, expected an object"
+    for key in _REQUIRED[kind]:
+        if key not in obj:
+            return f"missing key {key!r} in {where or 'the top level'}"
+    return None
+
+
+def _json_type(obj: object) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if obj is None else names.get(type(obj), type(obj).__name__)
+
+
+def shape_problem(data: object) -> str | None:
+    """What is structurally wrong with a parsed result.json (a wrong type or a missing key, with where), or None.
+
+    ``RunResult.from_dict`` would fail on these too, but with a bare ``'verdict'`` or an ``AttributeError``
+    that names neither the key's place nor the fix."""
+    problem = _missing(data, "", "")
+    if problem is not None or not isinstance(data, dict):
+        return problem
+    if (problem := _missing(data["engine"], "engine", "engine")) is not None:
+        return problem
+    for key in ("checks", "diagnosis"):
+        if not isinstance(data.get(key, []), list):
+            return f"{key} is a JSON {_json_type(data[key])}, expected an array"
+    for i, check in enumerate(data["checks"]):
+        if (problem := _missing(check, "checks", f"checks[{i}]")) is not None:
+            return problem
+        if check.get("cache") is not None and (problem := _missing(check["cache"], "cache", f"checks[{i}].cache")):
+            return problem
+        for key in ("worst", "samples"):
+            rows = check.get(key, [])
+            if not isinstance(rows, list):
+                return f"checks[{i}].{key} is a JSON {_json_type(rows)}, expected an array"
+            for j, row in enumerate(rows):
+                if (problem := _missing(row, key, f"checks[{i}].{key}[{j}]")) is not None:
+                    return problem
+    for i, finding in enumerate(data.get("diagnosis", [])):
+        if (problem := _missing(finding, "diagnosis", f"diagnosis[{i}]")) is not None:
+            return problem
+    return None
 
 
 def read_records(directory: str | Path) -> dict[str, PositionRecord]:
