@@ -2,7 +2,9 @@
 
 Exit code = the run's verdict (0 pass, 1 fail, 2 inconclusive); 3 for our own setup errors (bad config or
 arguments), raised as ``PrecisionbotError`` and printed by ``cli.main``. An engine that cannot be started or
-reached is not a setup error of ours: every check is INCONCLUSIVE with that reason (exit 2).
+reached before any check ran (an invalid URL, connection refused, a launch that fails) is a setup error too:
+the engine we were told to use is not there (exit 3, one line with the fix; result.json still says why, as
+INCONCLUSIVE, for the report step). An engine that fails *during* a check makes that check INCONCLUSIVE.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -151,10 +154,34 @@ def open_engine(config: Config, args: argparse.Namespace, model: ModelConfig | N
         return
     if not url:
         raise ConfigError("no engine: pass --engine-url URL or --engine builtin (or set engine.url in the config)")
+    _check_url(url, "--engine-url" if args.engine_url else "engine.url in the config")
     # A URL speaks an HTTP API: the builtin default kind means "SGLang-compatible" there.
     kind = args.engine_kind or ("sglang" if e.kind == "builtin" else e.kind)
     with _client(kind, url, common) as engine:
         yield engine
+
+
+def _check_url(url: str, source: str) -> None:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{source} {url!r} is not an http(s) URL; write it as http://HOST:PORT")
+    try:
+        parts.port  # noqa: B018  (a property that validates the port)
+    except ValueError as exc:
+        raise ConfigError(f"{source} {url!r}: {exc}; write it as http://HOST:PORT") from exc
+
+
+def _unusable(exc: EngineError, args: argparse.Namespace, config: Config) -> EngineError:
+    """The one-line setup error for an engine that was not usable before any check ran."""
+    first = str(exc).splitlines()[0].rstrip(":").replace("; log tail (", "; engine log (")
+    first = first.removesuffix("; is the engine running?")
+    launched = args.engine == "launch" or not (args.engine_url or config.engine.url)
+    fix = (
+        "fix engine.launch in the config (or start the server yourself and pass --engine-url)"
+        if launched
+        else "start the server or fix --engine-url"
+    )
+    return EngineError(f"the engine is not usable, no check ran: {first}; {fix}")
 
 
 @contextmanager
@@ -186,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     store = args.baseline_store or config.baselines.store
     records: dict[str, Any] = {}
+    started = False
     try:
         with open_engine(config, args, model, out) as engine:
             progress = TerminalProgress(sys.stderr)
@@ -194,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
             commit = args.engine_commit or os.environ.get("PRECISIONBOT_ENGINE_COMMIT") or None
             info = EngineInfo(url=engine.url, kind=engine.kind, commit=commit)
             engine.server_info()  # reachable at all? (else every check would retry the same dead URL)
+            started = True
             try:
                 done = run_suite(
                     engine,
@@ -214,13 +243,32 @@ def run(args: argparse.Namespace) -> int:
         result = RunResult.from_checks(
             [CheckResult.inconclusive(name, reason) for name in suite.checks],
             signature="",
-            engine=EngineInfo(url=args.engine_url or "", kind=args.engine_kind or config.engine.kind),
+            engine=EngineInfo(
+                url=args.engine_url or "",
+                kind=args.engine_kind
+                or ("sglang" if args.engine_url and config.engine.kind == "builtin" else config.engine.kind),
+            ),
             environment={"suite": suite.name, "profile": profile},
         )
+        if not started:
+            write_result(out, result)  # so a report step can still say why
+            raise _unusable(exc, args, config) from exc
     result = result.with_diagnosis(diagnose(result.checks))
     write_result(out, result, records)
     print(render_table(result, out))
+    if result.verdict.value == "inconclusive":
+        print(f"precisionbot: inconclusive: {inconclusive_reasons(result)}", file=sys.stderr)
     return result.verdict.exit_code
+
+
+def inconclusive_reasons(result: RunResult) -> str:
+    """The INCONCLUSIVE checks' reasons on one line, each distinct reason once (with the checks it hit)."""
+    by_reason: dict[str, list[str]] = {}
+    for c in result.checks:
+        if c.verdict.value == "inconclusive":
+            for reason in c.reasons[:1] or ("no reason given",):
+                by_reason.setdefault(reason, []).append(c.name)
+    return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
 
 
 def _num(x: Any) -> str:

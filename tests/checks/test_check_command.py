@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from precisionbot.commands import check
-from precisionbot.errors import ConfigError
+from precisionbot.errors import ConfigError, EngineError
 from precisionbot.resultdir import read_records, read_result
 from tests.engines.fake_sglang import Behaviour, fake_sglang
 
@@ -53,7 +53,11 @@ def test_engine_commit_defaults_to_the_environment(tmp_path: Path, monkeypatch: 
 def test_radix_cache_disabled_exits_inconclusive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with fake_sglang(Behaviour(disable_radix_cache=True)) as (url, _):
         assert _main(["--engine-url", url, *SMALL, "--out", str(tmp_path)]) == 2
-    assert "radix cache disabled" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "radix cache disabled" in captured.out
+    # The reasons also go to stderr, once, on one line (stdout may be a captured table).
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("precisionbot: inconclusive: ")]
+    assert "radix cache disabled" in line
 
 
 def test_failing_engine_exits_one(tmp_path: Path) -> None:
@@ -62,13 +66,70 @@ def test_failing_engine_exits_one(tmp_path: Path) -> None:
     assert read_result(tmp_path).verdict.value == "fail"
 
 
-def test_unreachable_engine_is_inconclusive_with_reason(tmp_path: Path) -> None:
+def test_unreachable_engine_is_a_setup_error_with_the_fix(tmp_path: Path) -> None:
+    # The engine we were told to use is not there: our setup (exit 3), not an INCONCLUSIVE verdict about it.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    assert _main(["--engine-url", f"http://127.0.0.1:{port}", *SMALL, "--out", str(tmp_path)]) == 2
-    result = read_result(tmp_path)
+    with pytest.raises(EngineError) as info:
+        _main(["--engine-url", f"http://127.0.0.1:{port}", *SMALL, "--out", str(tmp_path)])
+    message = str(info.value)
+    assert message.startswith("the engine is not usable, no check ran: ") and "Connection refused" in message
+    assert message.endswith("; start the server or fix --engine-url") and "\n" not in message
+    result = read_result(tmp_path)  # still written, so a report step can say why
+    assert result.verdict.value == "inconclusive" and result.engine.kind == "sglang"
     assert all(c.reasons[0].startswith("engine unavailable: ") for c in result.checks)
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://host/x", "http://", "http://127.0.0.1:99999"])
+def test_an_invalid_engine_url_is_a_config_error(url: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"--engine-url .*; write it as http://HOST:PORT"):
+        _main(["--engine-url", url, *SMALL, "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize("url", ["notaurl", "refused"])
+def test_an_unusable_engine_is_one_stderr_line_and_exit_3(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from precisionbot.cli import main
+
+    if url == "refused":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    assert main(["check", "--engine-url", url, *SMALL, "--out", str(tmp_path)]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("precisionbot: error: ")
+    assert "fix --engine-url" in lines[0] or "write it as http://HOST:PORT" in lines[0]
+
+
+def test_a_failing_launch_command_is_a_setup_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from precisionbot.cli import main
+
+    cfg = tmp_path / "precision.yml"
+    cfg.write_text(
+        "engine:\n"
+        "  kind: sglang\n"
+        f"  launch: {sys.executable} -c 'print(24680); raise SystemExit(4)' {{port}}\n"
+        "  health_timeout_s: 30\n"
+        "models:\n"
+        "  - name: toy\n"
+        "    path: toy-model\n"
+    )
+    argv = ["check", "--engine", "launch", "--config", str(cfg), *SMALL, "--out", str(tmp_path / "o")]
+    assert main(argv) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("precisionbot: error: the engine is not usable, no check ran: engine exited with code 4")
+    assert "engine.log" in line and line.endswith(
+        "fix engine.launch in the config (or start the server yourself and pass --engine-url)"
+    )
+    assert "24680" in (tmp_path / "o" / "engine.log").read_text()
 
 
 @pytest.mark.parametrize(
