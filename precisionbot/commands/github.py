@@ -195,8 +195,10 @@ def comment_action(
     pr = pr if pr is not None else _pr_from_event(env)
     url = ""
     if api is None or pr is None:
-        why = "no token or repository" if api is None else "no PR number (pass --pr)"
+        why = _why_not_posted(env, api, pr)
         print(command("warning", f"precisionbot: PR comment skipped: {why}"), file=out)
+        # Outside Actions the annotation above is just stdout noise: say it plainly where people look.
+        print(f"precisionbot: the PR comment was not posted: {why}", file=sys.stderr)
     else:
         try:
             url = upsert_comment(api, pr, body, marker).comment.url
@@ -204,6 +206,14 @@ def comment_action(
             print(command("warning", f"precisionbot: could not post the PR comment: {exc}"), file=out)
     print(write_outputs({"verdict": verdict.value, "comment-url": url}, env.output), end="", file=out)
     return verdict.exit_code
+
+
+def _why_not_posted(env: ActionEnv, api: Any, pr: int | None) -> str:
+    if api is None and not env.token:
+        return "no GITHUB_TOKEN (set GITHUB_TOKEN or PRECISIONBOT_GITHUB_TOKEN)"
+    if api is None:
+        return "no GITHUB_REPOSITORY (set it to OWNER/NAME)"
+    return "no PR number (pass --pr N, or run on a pull_request or issue_comment event)"
 
 
 def _label(directory: str, run: Any) -> str:

@@ -173,3 +173,39 @@ def test_cli_plan_reads_config_event_and_writes_outputs(
     assert outputs["run"] == "true" and outputs["sha"] == "c" * 40 and outputs["pr"] == "7"
     assert "csrc/attn.cu matches" in outputs["reason"]
     assert "precisionbot: run: csrc/attn.cu" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        ({}, "no GITHUB_TOKEN (set GITHUB_TOKEN or PRECISIONBOT_GITHUB_TOKEN)"),
+        ({"GITHUB_TOKEN": "t"}, "no GITHUB_REPOSITORY (set it to OWNER/NAME)"),
+        ({"GITHUB_TOKEN": "t", "GITHUB_REPOSITORY": "o/r"}, "no PR number (pass --pr N"),
+    ],
+)
+def test_comment_without_github_says_it_was_not_posted_and_keeps_the_verdict(
+    env: dict[str, str],
+    why: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in (
+        "GITHUB_TOKEN",
+        "PRECISIONBOT_GITHUB_TOKEN",
+        "GITHUB_REPOSITORY",
+        "GITHUB_EVENT_PATH",
+        "GITHUB_OUTPUT",
+        "GITHUB_STEP_SUMMARY",
+        "GITHUB_API_URL",
+    ):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("GITHUB_API_URL", "http://127.0.0.1:9")  # never called: nothing to post to
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert main(["github", "comment", result_dir(tmp_path, "r", Verdict.FAIL)]) == 1
+    captured = capsys.readouterr()
+    assert COMMENT_MARKER in captured.out  # the comment itself, for a human to read
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"precisionbot: the PR comment was not posted: {why}")
