@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
 
 from precisionbot.baselines.store import check_key
 from precisionbot.errors import StoreError
@@ -52,7 +58,7 @@ class S3Store:
         if code == "NoSuchBucket":
             return StoreError(f"S3 bucket {self.bucket!r} of baseline store {self.uri} does not exist")
         detail = f"{code}: {exc}" if code else str(exc)
-        return StoreError(f"cannot {action} {key} in baseline store {self.uri}: {detail}")
+        return StoreError(f"cannot {action} {key} in baseline store {self.uri}: {detail}{_fix(exc, code)}")
 
     def put_bytes(self, key: str, data: bytes) -> None:
         try:
@@ -93,6 +99,26 @@ class S3Store:
 
 
 _ERRORS = (BotoCoreError, ClientError)
+
+_CREDENTIALS_FIX = (
+    "; configure AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or "
+    "aws-actions/configure-aws-credentials with OIDC in GitHub Actions; AWS_ENDPOINT_URL for MinIO)"
+)
+_AUTH_CODES = frozenset(
+    {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "403"}
+)
+
+
+def _fix(exc: Exception, code: str) -> str:
+    """How to fix the usual S3 setup failures; boto3's own messages name the problem but not the fix."""
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return _CREDENTIALS_FIX
+    if code in _AUTH_CODES:
+        return "; check the AWS credentials and that they may read and write this bucket (s3:GetObject, "
+        "s3:PutObject, s3:ListBucket)"
+    if isinstance(exc, EndpointConnectionError):
+        return "; check AWS_ENDPOINT_URL (MinIO, moto) or the network"
+    return ""
 
 
 def _error_code(exc: Exception) -> str:

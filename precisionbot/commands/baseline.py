@@ -90,10 +90,26 @@ def _record(args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(args: argparse.Namespace) -> int:
-    from precisionbot.baselines import list_runs, open_store
+def _existing_store(uri: str) -> Any:
+    """The store for ``list``/``show``: a local directory that does not exist is a typo, not an empty store
+    (``record`` creates it; the golden check reads a missing one as "no baseline")."""
+    from precisionbot.baselines import open_store
+    from precisionbot.baselines.local import LocalStore
+    from precisionbot.errors import StoreError
 
-    store = open_store(_store_uri(args))
+    store = open_store(uri)
+    if isinstance(store, LocalStore) and not store.root.exists():
+        raise StoreError(
+            f"baseline store {store.uri} does not exist; check --store "
+            "(or baselines.store in the config; `baseline record` creates it)"
+        )
+    return store
+
+
+def _list(args: argparse.Namespace) -> int:
+    from precisionbot.baselines import list_runs
+
+    store = _existing_store(_store_uri(args))
     runs = list_runs(store, args.model)
     if args.json:
         for run in runs:
@@ -123,9 +139,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from precisionbot.baselines import find_run, open_store
+    from precisionbot.baselines import find_run
 
-    store = open_store(_store_uri(args))
+    store = _existing_store(_store_uri(args))
     run = find_run(store, args.run)
     if args.json:
         print(json.dumps(run.to_dict(), indent=2, sort_keys=True))

@@ -123,5 +123,36 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path, capsys: pytest.Captur
     assert "no run 'nope'" in capsys.readouterr().err
     assert main(["baseline", "list", "--store", "gs://x/y"]) == 3
     assert "unsupported baseline store URI" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
     assert main(["baseline", "list", "--store", str(tmp_path / "empty")]) == 0
     assert "no runs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "latest"]])
+def test_a_missing_local_store_is_a_setup_error(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A typo'd --store must not read as "no runs" (exit 0).
+    assert main(["baseline", *command, "--store", str(tmp_path / "typo")]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line == (
+        f"precisionbot: error: baseline store {tmp_path / 'typo'} does not exist; check --store "
+        "(or baselines.store in the config; `baseline record` creates it)"
+    )
+
+
+def test_s3_without_credentials_says_how_to_configure_them(
+    aws: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata probe on a dev box
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # botocore caches resolved credentials per session
+    assert main(["baseline", "list", "--store", "s3://bucket/x"]) == 3
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "Unable to locate credentials" in line
+    assert "configure AWS credentials" in line and "OIDC" in line and "AWS_ENDPOINT_URL" in line
