@@ -122,7 +122,9 @@ def _launch(args: argparse.Namespace) -> int:
     repo = validate_repo(args.repo or gh.repository)
     ami = args.ami or rc.ami
     if not ami:
-        raise ConfigError("runner launch needs --ami (or runner.ami in the config): an AMI with the GPU driver")
+        raise ConfigError(
+            "--ami is required: runner launch needs --ami (or runner.ami in the config), an AMI with the GPU driver"
+        )
     if gh.token is None:
         raise ConfigError(
             "runner launch needs a token with repository administration: write in PRECISIONBOT_GITHUB_TOKEN "

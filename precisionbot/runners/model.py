@@ -142,7 +142,9 @@ def validate_run_id(run_id: str) -> str:
 
 
 def validate_repo(repo: str | None) -> str:
-    if not repo or not _REPO_RE.match(repo) or ".." in repo:
+    if not repo:
+        raise ConfigError("--repo is required (or set GITHUB_REPOSITORY): the OWNER/NAME the runner serves")
+    if not _REPO_RE.match(repo) or ".." in repo:
         raise ConfigError(f"--repo {repo!r} must be OWNER/NAME (or set GITHUB_REPOSITORY)")
     return repo
 

@@ -193,3 +193,27 @@ def test_terminate_and_reap_errors_exit_3(
     assert "cannot list instances" in one_line_error(capsys.readouterr().err)
     assert main(["runner", "reap"]) == 3
     assert "cannot list instances" in one_line_error(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "--repo is required (or set GITHUB_REPOSITORY)"),
+        (["--repo", "o/r"], "--ami is required"),
+        (["--repo", "o/r", "--ami", AMI], "needs a token with repository administration"),
+        (["--repo", "not a repo"], "--repo 'not a repo' must be OWNER/NAME"),
+    ],
+)
+def test_launch_names_the_missing_flag(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no .github/precision.yml: built-in defaults
+    for name in ("GITHUB_REPOSITORY", "GITHUB_TOKEN", "PRECISIONBOT_GITHUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["runner", "launch", *argv]) == 3
+    line = one_line_error(capsys.readouterr().err)
+    assert message in line and "None" not in line
