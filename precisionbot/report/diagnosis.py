@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from precisionbot.fmt import count, sig
+from precisionbot.fmt import count, plain, sig
 from precisionbot.report import evidence
 from precisionbot.report.escape import cap, visible
 from precisionbot.results import CheckResult, Diagnosis, RunResult, SampleSummary, Verdict
@@ -47,8 +47,10 @@ def diagnose(
         if primary.name in CONSISTENCY:
             _onset(primary, out)
         _spread(primary, out)
+    # A token id seen with its text anywhere in the run names a text-less worst position too.
+    texts = known_token_texts(checks)
     for c in checks:
-        _flips(c, out)
+        _flips(c, out, texts)
     if not any(c.verdict is Verdict.FAIL for c in checks) and any(c.verdict is Verdict.PASS for c in checks):
         out.append(_noise(checks))
     if baseline_stats:
@@ -56,6 +58,24 @@ def diagnose(
     if previous is not None:
         out.extend(_vs_previous(checks, previous))
     return tuple(out)
+
+
+def known_token_texts(checks: Sequence[CheckResult]) -> dict[int, str]:
+    """Token id → text from every worst position in the run that has one. At a decode divergence the
+    candidate generated another token, so the baseline's token there may come without text; the same id
+    seen elsewhere in the run gives it one."""
+    texts: dict[int, str] = {}
+    for c in checks:
+        for w in c.worst:
+            if w.token_text:
+                texts.setdefault(w.token_id, w.token_text)
+    return texts
+
+
+def plain_or_dash(value: float | None) -> str:
+    """3 significant figures, so a number compared with a threshold in a sentence shows which side it is on
+    (a gap of 1.04 against a margin of 1, not "1 > 1")."""
+    return "–" if value is None else plain(value)
 
 
 def _failed(c: CheckResult | None) -> bool:
@@ -213,18 +233,19 @@ def _spread(c: CheckResult, out: list[Diagnosis]) -> None:
         )
 
 
-def _flips(c: CheckResult, out: list[Diagnosis]) -> None:
+def _flips(c: CheckResult, out: list[Diagnosis], texts: Mapping[int, str]) -> None:
     """Seed 001: a flip across a gap above 0.4 nats needs a systematic shift; many small-gap flips add up."""
     systematic = [w for w in c.worst if evidence.read_position(w).systematic_flip]
     if systematic:
         w = max(systematic, key=lambda x: x.margin_ref or 0.0)
-        token = f"\u201c{visible(cap(w.token_text, 24))}\u201d" if w.token_text else f"id {w.token_id}"
+        text = w.token_text or texts.get(w.token_id, "")
+        token = f"\u201c{visible(cap(text, 24))}\u201d" if text else f"id {w.token_id}"
         extra = f" ({len(systematic)} such flips among the worst positions)" if len(systematic) > 1 else ""
         out.append(
             Diagnosis(
                 "systematic_flip",
                 f"{c.name}: the top-1 token flips at sample {w.sample}, position {w.position} (scored token "
-                f"{token}) across a top-2 gap of {sig(w.margin_ref)} nats{extra}; bf16 noise (~1e-3) "
+                f"{token}) across a top-2 gap of {plain_or_dash(w.margin_ref)} nats{extra}; bf16 noise (~1e-3) "
                 "cannot do that, only a systematic logit shift can.",
                 c.name,
             )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from precisionbot.fmt import count, sig
+from precisionbot.noise import KL_FLOOR
 from precisionbot.report.escape import label_text, prose
 from precisionbot.results import CheckResult
 
@@ -28,6 +29,15 @@ class DepthRow:
 def _num(stats: Mapping[str, Any], key: str) -> float | None:
     v = stats.get(key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def zero_band(band: Mapping[str, Any]) -> bool:
+    """The producers agreed bit for bit (``NoiseBand.is_zero``): the band's KL is a floor, not a measurement."""
+    return (
+        _num(band, "sigma_nats") == 0.0
+        and not _num(band, "max_flip_margin_nats")
+        and not any((_num(band, k) or 0.0) > KL_FLOOR for k in ("kl_p50", "kl_p99"))
+    )
 
 
 def kl_line(c: CheckResult | None) -> str:
@@ -50,7 +60,12 @@ def kl_line(c: CheckResult | None) -> str:
             # Teacher-forced prefill vs decode steps: a divergence only in decode points at decode-time state.
             text += "; by phase: " + ", ".join(parts)
     band = s.get("band")
-    if isinstance(band, Mapping) and band.get("pairs"):
+    if isinstance(band, Mapping) and band.get("pairs") and zero_band(band):
+        text += (
+            f"; the {count(_num(band, 'pairs'))} producer pair(s) of the baseline agree bit for bit "
+            "(zero noise band): fixed thresholds apply"
+        )
+    elif isinstance(band, Mapping) and band.get("pairs"):
         text += (
             f"; noise band from {count(_num(band, 'pairs'))} producer pair(s): KL p99 {sig(_num(band, 'kl_p99'))},"
             f" σ {sig(_num(band, 'sigma_nats'))} nats, largest flip margin {sig(_num(band, 'max_flip_margin_nats'))}"
@@ -60,22 +75,30 @@ def kl_line(c: CheckResult | None) -> str:
     return prose(text + ".")
 
 
+def _depth_row(label: str, entry: Mapping[str, Any]) -> DepthRow:
+    return DepthRow(
+        depth=label,
+        positions=count(_num(entry, "positions")),
+        kl_p50=sig(_num(entry, "kl_p50")),
+        kl_p99=sig(_num(entry, "kl_p99")),
+        kl_max=sig(_num(entry, "kl_max")),
+        flips=count(_num(entry, "flips")),
+    )
+
+
 def depth_rows(c: CheckResult | None) -> tuple[DepthRow, ...]:
-    """KL by context depth (``stats["by_depth"]``), when the golden check split it."""
+    """KL by context depth (``stats["by_depth"]``, teacher-forced prefill positions), when the golden check
+    split it, and a last row for the decode tail (``stats["by_phase"]["decode"]``): the generated positions
+    past each prompt fall in no depth bucket, and a decode-time divergence lives exactly there."""
     if c is None or not isinstance(c.stats.get("by_depth"), list):
         return ()
-    rows = []
-    for entry in c.stats["by_depth"]:
-        if not isinstance(entry, Mapping) or not entry.get("positions"):
-            continue
-        rows.append(
-            DepthRow(
-                depth=label_text(str(entry.get("depth", "?"))),
-                positions=count(_num(entry, "positions")),
-                kl_p50=sig(_num(entry, "kl_p50")),
-                kl_p99=sig(_num(entry, "kl_p99")),
-                kl_max=sig(_num(entry, "kl_max")),
-                flips=count(_num(entry, "flips")),
-            )
-        )
+    rows = [
+        _depth_row(label_text(str(entry.get("depth", "?"))), entry)
+        for entry in c.stats["by_depth"]
+        if isinstance(entry, Mapping) and entry.get("positions")
+    ]
+    phases = c.stats.get("by_phase")
+    decode = phases.get("decode") if isinstance(phases, Mapping) else None
+    if rows and isinstance(decode, Mapping) and decode.get("positions"):
+        rows.append(_depth_row("decode tail (generated)", decode))
     return tuple(rows)

@@ -18,6 +18,15 @@ ICONS = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️
 FRAC_KEY = "1e-2"
 """The ``frac_over`` threshold shown in the table (the default per-token "over" threshold, ``token_k3``)."""
 
+LEGEND = (
+    "k3: per token, e^δ − 1 − δ ≈ δ²/2 of the logprob difference δ = lp\\_ref − lp\\_test, in nats "
+    "(natural-log units). Mean of k3: SGLang's mean, the mean over samples of each sample's mean k3, what "
+    "SGLang's `kl_div` threshold gates. KL (golden): the divergence of the two next-token distributions over "
+    "the baseline's top-k tokens plus the rest; its mean is over positions. Top-2 gap (margin): the reference's "
+    "top-1 minus top-2 logprob, the push a top-1 flip needs (bf16 noise is about 1e-3 nats)."
+)
+"""The table's legend, already Markdown (no untrusted text)."""
+
 
 @dataclass(frozen=True)
 class CheckRow:
@@ -25,7 +34,9 @@ class CheckRow:
     icon: str
     verdict: str
     positions: str
-    mean_k3: str
+    measure: str
+    """What the mean / p99 / max cells measure: per-token k3 (SGLang's mean) or golden's KL."""
+    mean: str
     p99: str
     max: str
     frac_over: str
@@ -55,7 +66,23 @@ def _stat(stats: Mapping[str, Any], key: str) -> float | None:
 
 
 def _headline_key(c: CheckResult) -> str:
-    return "kl_p99" if c.name == "golden" and "kl_p99" in c.stats else "p99"
+    return "kl_p99" if _is_kl(c) else "p99"
+
+
+def _is_kl(c: CheckResult) -> bool:
+    """Golden is judged on KL over the baseline's top-k + rest, so its row shows KL, not k3: golden's SGLang
+    mean is dominated by decode-tail samples with one or two positions and would mean something else."""
+    return c.name == "golden" and "kl_p99" in c.stats
+
+
+def versus(now: float | None, then: float | None, then_word: str = "baseline") -> str:
+    """A comparison cell that reads on its own next to the row's p99: ``×12 ↑ (baseline 0.047)``,
+    ``≈ (was 0.48)``, ``0 (baseline 3e-05)``, ``both 0``; ``–`` when either side is unknown."""
+    if now is None or then is None or math.isnan(now) or math.isnan(then):
+        return "–"
+    if then == 0.0 or now == 0.0:
+        return "both 0" if now == then else f"{sig(now)} ({then_word} {sig(then)})"
+    return f"{ratio(now, then)} ({then_word} {sig(then)})"
 
 
 def baseline_info(run: RunResult) -> Mapping[str, Any] | None:
@@ -67,15 +94,20 @@ def baseline_info(run: RunResult) -> Mapping[str, Any] | None:
     return info if isinstance(info, Mapping) else None
 
 
-def check_row(c: CheckResult, base: BaselineStats | None, previous: RunResult | None) -> CheckRow:
+def check_row(
+    c: CheckResult, base: BaselineStats | None, previous: RunResult | None, base_word: str = "baseline"
+) -> CheckRow:
+    """One row of the check table; the "vs" cells compare the row's p99 (golden: KL p99)."""
     s = c.stats
+    kl = _is_kl(c)
     # A check that compared nothing (0 positions, e.g. too few cache hits) shows only its cache cell, or "–".
     cells = [count(_stat(s, "positions"))] if s.get("positions") else []
     if c.cache is not None:
         cells.append(f"{c.cache.kept}/{c.cache.total} cache hits")
     positions = " · ".join(cells) or "–"
     frac = s.get("frac_over")
-    frac_cell = percent(_stat(frac, FRAC_KEY)) if isinstance(frac, Mapping) and FRAC_KEY in frac else "–"
+    # ``frac_over`` is of per-token k3; a golden row shows KL, so a k3 fraction there would mix measures.
+    frac_cell = percent(_stat(frac, FRAC_KEY)) if isinstance(frac, Mapping) and FRAC_KEY in frac and not kl else "–"
     flips = "–"
     if "flips" in s:
         flips = count(_stat(s, "flips"))
@@ -84,23 +116,28 @@ def check_row(c: CheckResult, base: BaselineStats | None, previous: RunResult | 
     key = _headline_key(c)
     vs_base = "–"
     if base is not None and c.name in base and c.verdict is not Verdict.INCONCLUSIVE:
-        vs_base = ratio(_stat(s, key), _stat(base[c.name], key))
+        vs_base = versus(_stat(s, key), _stat(base[c.name], key), base_word)
     vs_prev = "–"
     before = previous.check(c.name) if previous is not None else None
     if before is not None:
         vs_prev = (
             f"{before.verdict} → {c.verdict}"
             if before.verdict is not c.verdict
-            else ratio(_stat(s, key), _stat(before.stats, key))
+            else versus(_stat(s, key), _stat(before.stats, key), "was")
         )
+    mean = sig(_stat(s, "kl_mean" if kl else "mean_k3"))
+    p99 = sig(_stat(s, "kl_p99" if kl else "p99"))
+    top = sig(_stat(s, "kl_max" if kl else "max"))
     return CheckRow(
         name=label_text(c.name),
         icon=ICONS[c.verdict],
         verdict=str(c.verdict),
         positions=positions,
-        mean_k3=sig(_stat(s, "mean_k3")),
-        p99=sig(_stat(s, "p99")),
-        max=sig(_stat(s, "max")),
+        # A check that measured nothing has no measure to name.
+        measure="–" if mean == p99 == top == "–" else ("KL" if kl else "k3"),
+        mean=mean,
+        p99=p99,
+        max=top,
         frac_over=frac_cell,
         flips=flips,
         vs_baseline=vs_base,
@@ -108,7 +145,19 @@ def check_row(c: CheckResult, base: BaselineStats | None, previous: RunResult | 
     )
 
 
-def worst_rows(checks: Sequence[CheckResult], limit: int) -> tuple[tuple[WorstRow, ...], int]:
+def token_label(token_id: int, text: str, texts: Mapping[int, str] | None = None) -> str:
+    """The token cell: its text, else the same id's text seen elsewhere in the run, else ``id N``."""
+    if text:
+        return token_cell(text)
+    known = (texts or {}).get(token_id)
+    if known:
+        return f"{token_cell(known)} (id {token_id})"
+    return f"id {token_id}"
+
+
+def worst_rows(
+    checks: Sequence[CheckResult], limit: int, texts: Mapping[int, str] | None = None
+) -> tuple[tuple[WorstRow, ...], int]:
     rows: list[WorstRow] = []
     omitted = 0
     ordered = sorted(checks, key=lambda c: c.verdict is not Verdict.FAIL)
@@ -125,7 +174,7 @@ def worst_rows(checks: Sequence[CheckResult], limit: int) -> tuple[tuple[WorstRo
                     sample=str(w.sample),
                     position=count(w.position),
                     # No text (the engine gave none): the id is still something to grep for.
-                    token=token_cell(w.token_text) if w.token_text else f"id {w.token_id}",
+                    token=token_label(w.token_id, w.token_text, texts),
                     lp_ref=logprob(w.lp_ref),
                     lp_test=logprob(w.lp_test),
                     delta=signed(w.delta),

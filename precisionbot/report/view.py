@@ -7,15 +7,16 @@ Templates (``templates/*.md.j2``) do layout only; they receive a :class:`ReportV
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from precisionbot.report.buckets import BucketRow, bucket_rows
-from precisionbot.report.diagnosis import BaselineStats, diagnose
+from precisionbot.report.diagnosis import BaselineStats, diagnose, known_token_texts
 from precisionbot.report.escape import code_block_text, label_text, prose
-from precisionbot.report.golden import DepthRow, depth_rows, kl_line
+from precisionbot.report.golden import DepthRow, depth_rows, kl_line, zero_band
 from precisionbot.report.rows import (
     FRAC_KEY,
     ICONS,
+    LEGEND,
     CheckRow,
     WorstRow,
     check_row,
@@ -23,7 +24,8 @@ from precisionbot.report.rows import (
     headline,
     worst_rows,
 )
-from precisionbot.report.strip import LEGEND, worst_strips
+from precisionbot.report.strip import LEGEND as STRIP_LEGEND
+from precisionbot.report.strip import worst_strips
 from precisionbot.results import PositionRecord, RunResult, Verdict
 
 
@@ -87,6 +89,11 @@ class SectionView:
     headline: str
     environment: str
     rows: tuple[CheckRow, ...]
+    legend: str
+    """One line on k3, SGLang's mean, KL, nats and the top-2 gap: under the first section's table only."""
+    has_baseline: bool
+    """Some row has a "vs baseline" comparison (else the column is left out)."""
+    vs_baseline_label: str
     reasons: tuple[str, ...]
     diagnosis: tuple[str, ...]
     golden_kl: str
@@ -118,26 +125,34 @@ class ReportView:
 def baseline_stats_of(section: ReportSection) -> BaselineStats | None:
     """What "vs baseline" compares with: the section's own, else ``run.baseline["stats"]``, else the golden
     check's noise band (its KL p99 is what two known-good builds differ by)."""
+    return _baseline(section)[0]
+
+
+def _baseline(section: ReportSection) -> tuple[BaselineStats | None, str]:
+    """The stats "vs baseline" compares with, and what to call them in a cell (``baseline`` or ``band``)."""
     if section.baseline_stats is not None:
-        return section.baseline_stats
+        return section.baseline_stats, "baseline"
     stats = (section.run.baseline or {}).get("stats")
     if isinstance(stats, Mapping) and stats and all(isinstance(v, Mapping) for v in stats.values()):
-        return stats
+        return stats, "baseline"
     golden = section.run.check("golden")
     band = golden.stats.get("band") if golden is not None else None
-    if isinstance(band, Mapping) and isinstance(band.get("kl_p99"), (int, float)):
-        return {"golden": {"kl_p99": float(band["kl_p99"])}}
-    return None
+    # A zero band (producers bit-identical) holds a floor, not a measurement: nothing to compare with.
+    if isinstance(band, Mapping) and isinstance(band.get("kl_p99"), (int, float)) and not zero_band(band):
+        return {"golden": {"kl_p99": float(band["kl_p99"])}}, "band"
+    return None, "baseline"
 
 
 def section_view(section: ReportSection, detail: Detail) -> SectionView:
     run = section.run
-    base = baseline_stats_of(section)
+    base, base_word = _baseline(section)
+    texts = known_token_texts(run.checks)
     diag = diagnose(run.checks, baseline_stats=base, previous=section.previous) if run.checks else run.diagnosis
-    worst, omitted = worst_rows(run.checks, detail.worst_rows) if detail.details else ((), 0)
+    worst, omitted = worst_rows(run.checks, detail.worst_rows, texts) if detail.details else ((), 0)
     buckets = tuple(r for c in run.checks for r in bucket_rows(c)) if detail.buckets and detail.details else ()
     strips = _strips(section, detail) if detail.details else ""
     depth = depth_rows(run.check("golden")) if detail.details and detail.buckets else ()
+    rows = tuple(check_row(c, base, section.previous, base_word) for c in run.checks)
     reasons = tuple(
         f"**{label_text(c.name)}** {c.verdict}: {prose(r)}"
         for c in run.checks
@@ -150,7 +165,10 @@ def section_view(section: ReportSection, detail: Detail) -> SectionView:
         verdict=str(run.verdict).upper(),
         headline=headline(run),
         environment=environment_line(run),
-        rows=tuple(check_row(c, base, section.previous) for c in run.checks),
+        rows=rows,
+        legend=LEGEND,
+        has_baseline=any(r.vs_baseline != "–" for r in rows),
+        vs_baseline_label="vs noise band" if base_word == "band" else "vs baseline",
         reasons=reasons,
         diagnosis=tuple(prose(d.text) for d in diag) if detail.diagnosis else (),
         golden_kl=kl_line(run.check("golden")) if detail.details else "",
@@ -180,7 +198,7 @@ def _strips(section: ReportSection, detail: Detail) -> str:
             )
     if not lines:
         return ""
-    return code_block_text("\n".join([f"k3 per position, worst samples first; bars: {LEGEND}", *lines]))
+    return code_block_text("\n".join([f"k3 per position, worst samples first; bars: {STRIP_LEGEND}", *lines]))
 
 
 def safe_url(url: str | None) -> str | None:
@@ -224,8 +242,10 @@ def report_view(
         icon=ICONS[verdict],
         verdict=str(verdict).upper(),
         overview=overview,
-        sections=tuple(section_view(s, detail) for s in sections),
+        sections=tuple(
+            v if i == 0 else replace(v, legend="") for i, v in enumerate(section_view(s, detail) for s in sections)
+        ),
         links=tuple(link_list),
         note=note,
-        frac_label=f"&gt; {FRAC_KEY}",
+        frac_label=f"k3 &gt; {FRAC_KEY}",
     )

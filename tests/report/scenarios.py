@@ -211,6 +211,7 @@ def golden_failure() -> list[ReportSection]:
             1.7,
             0.031,
             positions=65536,
+            kl_mean=6.2e-4,
             kl_p50=3.1e-4,
             kl_p99=2.1e-3,
             kl_max=1.2,

@@ -183,7 +183,7 @@ def test_onset_mid_generation_reports_where() -> None:
 def test_systematic_flip_names_the_token_visibly() -> None:
     c = chk("golden", F, worst=[(0.51, 0.455, True)])
     (finding,) = [d for d in diagnose([c]) if d.code == "systematic_flip"]
-    assert "“·tok”" in finding.text and "0.46 nats" in finding.text
+    assert "“·tok”" in finding.text and "0.455 nats" in finding.text
 
 
 def test_against_the_baseline_and_the_previous_run() -> None:
