@@ -13,13 +13,13 @@ from typing import Any
 
 from precisionbot.builtin.api import BadRequest, _int, _sampling, output_text
 from precisionbot.builtin.request import LogprobEntry, LogprobParams, Request
-from precisionbot.builtin.tokenizer import VOCAB_SIZE, encode, token_text
+from precisionbot.builtin.tokenizer import VOCAB_SIZE, decode, encode, token_text
 
 MODEL_NAME = "builtin"
 COMPLETION_FIELDS = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "stop", "seed", "logprobs",
     "echo", "n", "stream", "prompt_logprobs", "ignore_eos", "stop_token_ids", "user", "frequency_penalty",
-    "presence_penalty", "best_of",
+    "presence_penalty", "best_of", "return_tokens_as_token_ids",
 }  # fmt: skip
 
 
@@ -81,6 +81,8 @@ def parse_completions(body: Any, max_context_tokens: int) -> tuple[list[Request]
 
 
 def completion_response(requests: list[Request], body: dict[str, Any], echo: bool) -> dict[str, Any]:
+    # vLLM's return_tokens_as_token_ids: tokens read "token_id:N", so colliding token strings cannot collapse.
+    name = _id_name if body.get("return_tokens_as_token_ids") else token_text
     choices = []
     for index, req in enumerate(requests):
         text = output_text(req)
@@ -93,9 +95,9 @@ def completion_response(requests: list[Request], body: dict[str, Any], echo: boo
             entries.extend(zip(req.output_logprobs, req.output_top, strict=True))
             tokens, lps, tops, offsets, pos = [], [], [], [], 0
             for (lp, tid), top in entries:
-                tokens.append(token_text(tid))
+                tokens.append(name(tid))
                 lps.append(lp)
-                tops.append(None if top is None else {token_text(t): v for v, t in top[:n_top]})
+                tops.append(None if top is None else {name(t): v for v, t in top[:n_top]})
                 offsets.append(pos)
                 pos += len(token_text(tid))
             choice["logprobs"] = {
@@ -106,11 +108,9 @@ def completion_response(requests: list[Request], body: dict[str, Any], echo: boo
             plist: list[dict[str, Any] | None] = [None]
             for (lp, tid), maybe_top in zip(req.input_logprobs[1:], req.input_top[1:], strict=True):
                 top = maybe_top or []
-                item: dict[str, dict[str, Any]] = {
-                    str(tid): {"logprob": lp, "rank": None, "decoded_token": token_text(tid)}
-                }
+                item: dict[str, dict[str, Any]] = {str(tid): {"logprob": lp, "rank": None, "decoded_token": name(tid)}}
                 for rank, (v, t) in enumerate(top[:n_prompt], start=1):
-                    item.setdefault(str(t), {"logprob": v, "rank": rank, "decoded_token": token_text(t)})
+                    item.setdefault(str(t), {"logprob": v, "rank": rank, "decoded_token": name(t)})
                     if t == tid:
                         item[str(t)]["rank"] = rank
                 plist.append(item)
@@ -132,3 +132,43 @@ def completion_response(requests: list[Request], body: dict[str, Any], echo: boo
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def _id_name(token_id: int) -> str:
+    return f"token_id:{token_id}"
+
+
+def _model_field(body: Any, path: str, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    for key in body:
+        if key not in allowed:
+            raise BadRequest(f"unknown field {key!r} in the {path} request")
+    model = body.get("model")
+    if model is not None and model != MODEL_NAME:
+        raise BadRequest(f"model {model!r} is not served here; use {MODEL_NAME!r} (or leave model out)")
+    return body
+
+
+def tokenize_response(body: Any, max_context_tokens: int) -> dict[str, Any]:
+    """vLLM's ``POST /tokenize``: ``{"prompt": str}`` (``model``, ``add_special_tokens``, ``return_token_strs``
+    optional) answers ``{"count", "max_model_len", "tokens", "token_strs"}``; the OpenAI client tokenizes here."""
+    body = _model_field(body, "/tokenize", {"model", "prompt", "add_special_tokens", "return_token_strs"})
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        raise BadRequest("prompt must be a string")
+    special = body.get("add_special_tokens", True)
+    if not isinstance(special, bool):
+        raise BadRequest("add_special_tokens must be true or false")
+    tokens = encode(prompt, add_bos=special)
+    strs = [token_text(t) for t in tokens] if body.get("return_token_strs") else None
+    return {"count": len(tokens), "max_model_len": max_context_tokens, "tokens": tokens, "token_strs": strs}
+
+
+def detokenize_response(body: Any) -> dict[str, Any]:
+    """vLLM's ``POST /detokenize``: ``{"tokens": [int]}`` answers ``{"prompt": str}``."""
+    body = _model_field(body, "/detokenize", {"model", "tokens"})
+    tokens = body.get("tokens")
+    if not isinstance(tokens, list):
+        raise BadRequest("tokens must be a list of token ids")
+    return {"prompt": decode([_int(t, "tokens[]", 0, VOCAB_SIZE - 1) for t in tokens])}

@@ -19,7 +19,13 @@ import torch
 from precisionbot import __version__
 from precisionbot.builtin.api import BadRequest, parse_generate, response
 from precisionbot.builtin.model import Model
-from precisionbot.builtin.openai_api import MODEL_NAME, completion_response, parse_completions
+from precisionbot.builtin.openai_api import (
+    MODEL_NAME,
+    completion_response,
+    detokenize_response,
+    parse_completions,
+    tokenize_response,
+)
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.request import LogprobParams, Request, SamplingParams
 from precisionbot.builtin.scheduler import Scheduler
@@ -214,6 +220,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(200, completion_response(requests, body, echo))
 
+    def tokenize(self, body: Any) -> None:
+        self._send(200, tokenize_response(body, self.engine.options.max_context_tokens))
+
+    def detokenize(self, body: Any) -> None:
+        self._send(200, detokenize_response(body))
+
 
 _ROUTES = {
     "/health": _Handler.health,
@@ -225,6 +237,8 @@ _ROUTES = {
     "/v1/models": _Handler.models,
     "/generate": _Handler.generate,
     "/v1/completions": _Handler.completions,
+    "/tokenize": _Handler.tokenize,
+    "/detokenize": _Handler.detokenize,
 }
 
 

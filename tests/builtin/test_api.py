@@ -230,3 +230,45 @@ def test_flush_cache_is_refused_while_requests_run(client: httpx.Client) -> None
     thread.join()
     assert refused and result["r"].status_code == 200
     assert client.get("/flush_cache").status_code == 200
+
+
+def test_tokenize_and_detokenize_in_vllms_shape(client: httpx.Client) -> None:
+    # vLLM's /tokenize: what the OpenAI client calls (it cannot tokenize a served model by itself).
+    r = client.post("/tokenize", json={"model": "builtin", "prompt": "Héllo"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["tokens"] == encode("Héllo") and body["tokens"][0] == BOS_ID
+    assert body["count"] == len(body["tokens"]) and body["token_strs"] is None
+    assert body["max_model_len"] == client.get("/v1/models").json()["data"][0]["max_model_len"]
+    bare = client.post("/tokenize", json={"prompt": "Hi", "add_special_tokens": False, "return_token_strs": True})
+    assert bare.json()["tokens"] == list(b"Hi") and bare.json()["token_strs"] == ["H", "i"]
+    back = client.post("/detokenize", json={"model": "builtin", "tokens": body["tokens"]})
+    assert back.status_code == 200 and back.json() == {"prompt": "Héllo"}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/tokenize", {"prompt": 5}, "prompt must be a string"),
+        ("/tokenize", {"prompt": "a", "model": "other"}, "model 'other' is not served here"),
+        ("/tokenize", {"prompt": "a", "messages": []}, "unknown field 'messages'"),
+        ("/detokenize", {"tokens": [1, 999]}, "tokens[]"),
+        ("/detokenize", {"tokens": "abc"}, "tokens must be a list"),
+    ],
+)
+def test_bad_tokenize_requests_are_400(client: httpx.Client, path: str, body: Any, field: str) -> None:
+    r = client.post(path, json=body)
+    assert r.status_code == 400 and field in r.json()["error"]["message"]
+
+
+def test_completions_return_tokens_as_token_ids(client: httpx.Client) -> None:
+    # vLLM's flag, which the OpenAI client always sets: ids instead of token strings that may collide.
+    body = {"prompt": encode("Hi"), "max_tokens": 3, "temperature": 0, "logprobs": 2, "prompt_logprobs": 1}
+    plain = client.post("/v1/completions", json=body).json()["choices"][0]
+    by_id = client.post("/v1/completions", json={**body, "return_tokens_as_token_ids": True}).json()["choices"][0]
+    ids = [int(t.removeprefix("token_id:")) for t in by_id["logprobs"]["tokens"]]
+    assert all(t.startswith("token_id:") for t in by_id["logprobs"]["tokens"])
+    assert "".join(plain["logprobs"]["tokens"]) == bytes(ids).decode()
+    assert by_id["logprobs"]["token_logprobs"] == plain["logprobs"]["token_logprobs"]
+    assert all(k.startswith("token_id:") for top in by_id["logprobs"]["top_logprobs"] for k in top)
+    assert by_id["prompt_logprobs"][1][str(ord("H"))]["decoded_token"] == f"token_id:{ord('H')}"

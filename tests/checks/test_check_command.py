@@ -215,3 +215,15 @@ def test_builtin_fault_end_to_end_through_the_cli(tmp_path: Path, capsys: pytest
     assert result.engine.kind == "builtin"
     assert result.diagnosis and result.diagnosis[0].code == "prefill_restore"
     assert "verdict: FAIL (exit 1)" in capsys.readouterr().out
+
+
+def test_openai_kind_against_the_builtin_server_runs_match(tmp_path: Path) -> None:
+    # `precisionbot serve` speaks enough of vLLM's API (/v1/completions, /tokenize) for --engine-kind openai.
+    from tests.support.engine_server import running_engine
+
+    with running_engine() as url:
+        argv = ["--engine-url", url, "--engine-kind", "openai", "--checks", "match", *SMALL, "--out", str(tmp_path)]
+        assert _main(argv) == 0
+    result = read_result(tmp_path)
+    (match,) = result.checks
+    assert result.engine.kind == "openai" and match.verdict.value == "pass" and match.stats["positions"] > 0
