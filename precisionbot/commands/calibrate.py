@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "calibrate",
         help="run known-good and known-bad builtin variants; show where each threshold separates them",
-        description=__doc__,
+        description=(__doc__ or "").replace("``", ""),  # the docstring is RST; --help is plain text
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--faults", metavar="a,b", help="variants to run (default: the whole catalogue); '' = clean")

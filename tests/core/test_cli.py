@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -88,3 +89,20 @@ def test_debug_is_accepted_before_or_after_the_subcommand(
     assert main(argv) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and "ZeroDivisionError" in err and "unrecognized" not in err
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    out = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                out.extend(_parsers(child))
+    return out
+
+
+def test_help_is_plain_text_without_rst_markup() -> None:
+    # Docstrings are RST; `--help` is read in a terminal, where ``x`` is noise.
+    parsers = _parsers(build_parser())
+    assert len(parsers) > len(COMMANDS)
+    for parser in parsers:
+        assert "``" not in parser.format_help(), parser.prog
