@@ -145,14 +145,16 @@ def check_row(
     )
 
 
-def token_label(token_id: int, text: str, texts: Mapping[int, str] | None = None) -> str:
-    """The token cell: its text, else the same id's text seen elsewhere in the run, else ``id N``."""
+def token_label(token_id: int, text: str, texts: Mapping[int, str] | None = None, flip: bool | None = None) -> str:
+    """The token cell: its text, else the same id's text seen elsewhere in the run, else ``id N``; ``flip``
+    (golden's flips only: golden takes token text from the candidate's output, which took another token at a
+    decode divergence) adds why there is no text."""
     if text:
         return token_cell(text)
     known = (texts or {}).get(token_id)
     if known:
         return f"{token_cell(known)} (id {token_id})"
-    return f"id {token_id}"
+    return f"id {token_id} (no text: test took another token)" if flip else f"id {token_id}"
 
 
 def worst_rows(
@@ -174,7 +176,7 @@ def worst_rows(
                     sample=str(w.sample),
                     position=count(w.position),
                     # No text (the engine gave none): the id is still something to grep for.
-                    token=token_label(w.token_id, w.token_text, texts),
+                    token=token_label(w.token_id, w.token_text, texts, c.name == "golden" and bool(w.flip)),
                     lp_ref=logprob(w.lp_ref),
                     lp_test=logprob(w.lp_test),
                     delta=signed(w.delta),
