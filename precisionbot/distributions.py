@@ -43,46 +43,57 @@ def kl_divergence(logp: ArrayLike, logq: ArrayLike, axis: int = -1) -> F64:
     return out
 
 
-def _as_float32_rows(block: npt.NDArray[Any], bf16: bool) -> npt.NDArray[np.float32]:
+def _load_rows(block: npt.NDArray[Any], bf16: bool, buf: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """``block`` as float32 in (a leading slice of) the reusable buffer ``buf``."""
+    out = buf[: block.shape[0]]
     if bf16:
         if block.dtype != np.uint16:
             raise ValueError("kl_from_logits: bf16=True expects the raw bfloat16 bits as a uint16 array")
-        bits: npt.NDArray[np.uint32] = np.left_shift(block, 16, dtype=np.uint32)
-        return bits.view(np.float32)
-    return block.astype(np.float32)  # always a fresh buffer: the kernel works in place
-
-
-def _kl_rows(xb: npt.NDArray[Any], yb: npt.NDArray[Any], bf16: bool) -> F64:
-    """The kernel of ``kl_from_logits`` for one block of rows (fresh float32 buffers, updated in place)."""
-    x = _as_float32_rows(xb, bf16)
-    d = _as_float32_rows(yb, bf16)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        impossible: npt.NDArray[np.bool_] = np.zeros(d.shape[0], dtype=bool)
-        np.subtract(x, d, out=d)  # d = x − y
-        x -= np.max(x, axis=1, keepdims=True)
-        e = np.exp(x, out=x)  # unnormalised p
-        s = np.sum(e, axis=1)
-        m = np.einsum("ij,ij->i", e, d) / s
-        bad = ~np.isfinite(m)
-        if bad.any():  # masked logits (−inf) somewhere in these rows: the careful path for them only
-            rows = np.flatnonzero(bad)
-            dd = d[rows]
-            impossible[rows] = ((e[rows] > 0) & (dd == np.inf)).any(axis=1)
-            dd[(e[rows] == 0) | ~np.isfinite(dd)] = 0.0
-            d[rows] = dd
-            m[rows] = np.einsum("ij,ij->i", e[rows], dd) / s[rows]
-        impossible &= bad
-        nu = np.subtract(m[:, None].astype(np.float32), d, out=d)  # −u, u = d − m
-        r = -np.einsum("ij,ij->i", e, nu) / s
-        w = np.expm1(nu)
-        w -= nu  # e^{−u} − 1 + u ≥ 0
-        t = np.einsum("ij,ij->i", e, w) / s
-    r64 = r.astype(np.float64)
-    # r is what float32 rounding left of E_p[u] (exactly 0 in exact arithmetic); keeping it makes the
-    # identity exact for the m actually used.
-    kl = r64 + np.log1p(t.astype(np.float64) - r64)
-    out: F64 = np.where(impossible, np.inf, kl)
+        np.left_shift(block, 16, out=out.view(np.uint32), dtype=np.uint32)
+    else:
+        np.copyto(out, block, casting="same_kind")
     return out
+
+
+class _Kernel:
+    """The kernel of ``kl_from_logits``: three block-sized float32 buffers, reused block after block (fresh
+    buffers per block cost page faults that took as long as the arithmetic)."""
+
+    def __init__(self, rows: int, vocab: int) -> None:
+        self.x = np.empty((rows, vocab), dtype=np.float32)
+        self.d = np.empty((rows, vocab), dtype=np.float32)
+        self.w = np.empty((rows, vocab), dtype=np.float32)
+
+    def __call__(self, xb: npt.NDArray[Any], yb: npt.NDArray[Any], bf16: bool) -> F64:
+        x = _load_rows(xb, bf16, self.x)
+        d = _load_rows(yb, bf16, self.d)
+        n = x.shape[0]
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            impossible: npt.NDArray[np.bool_] = np.zeros(n, dtype=bool)
+            np.subtract(x, d, out=d)  # d = x − y
+            x -= np.max(x, axis=1, keepdims=True)
+            e = np.exp(x, out=x)  # unnormalised p
+            s = np.sum(e, axis=1)
+            m = np.einsum("ij,ij->i", e, d) / s
+            bad = ~np.isfinite(m)
+            if bad.any():  # masked logits (−inf) somewhere in these rows: the careful path for them only
+                rows = np.flatnonzero(bad)
+                dd = d[rows]
+                impossible[rows] = ((e[rows] > 0) & (dd == np.inf)).any(axis=1)
+                dd[(e[rows] == 0) | ~np.isfinite(dd)] = 0.0
+                d[rows] = dd
+                m[rows] = np.einsum("ij,ij->i", e[rows], dd) / s[rows]
+            nu = np.subtract(m[:, None].astype(np.float32), d, out=d)  # −u, u = d − m
+            r = -np.einsum("ij,ij->i", e, nu) / s
+            w = np.expm1(nu, out=self.w[:n])
+            w -= nu  # e^{−u} − 1 + u ≥ 0
+            t = np.einsum("ij,ij->i", e, w) / s
+        r64 = r.astype(np.float64)
+        # r is what float32 rounding left of E_p[u] (exactly 0 in exact arithmetic); keeping it makes the
+        # identity exact for the m actually used.
+        kl = r64 + np.log1p(t.astype(np.float64) - r64)
+        out: F64 = np.where(impossible, np.inf, kl)
+        return out
 
 
 def kl_from_logits(
@@ -97,7 +108,7 @@ def kl_from_logits(
 
     Works block by block of rows (about ``chunk_elements`` values, so a block stays in cache) in float32,
     so a ``[N, V]`` input (V up to ~256k; fp16, fp32, or bfloat16 passed as its uint16 bits with
-    ``bf16=True``) never gets a full-size log_softmax copy: peak extra memory is a few block-sized buffers per
+    ``bf16=True``) never gets a full-size log_softmax copy: peak extra memory is three block-sized buffers per
     worker thread (numpy releases the GIL in its loops, so ``workers = os.cpu_count()`` scales; the default 1
     keeps the core free of machine reads).
 
@@ -110,19 +121,23 @@ def kl_from_logits(
         raise ValueError(f"kl_from_logits: need two [N, V] arrays of one shape; got {logits_p.shape}, {logits_q.shape}")
     n, v = logits_p.shape
     step = max(1, chunk_elements // max(v, 1))
-    starts = range(0, n, step)
     out = np.empty(n, dtype=np.float64)
+    threads = max(1, min(workers, -(-n // step)))
+    # Each worker owns a contiguous range of rows and its own buffers.
+    bounds = np.linspace(0, n, threads + 1).astype(int)
 
-    def run(start: int) -> None:
-        out[start : start + step] = _kl_rows(logits_p[start : start + step], logits_q[start : start + step], bf16)
+    def run(worker: int) -> None:
+        kernel = _Kernel(min(step, n), v)
+        lo, hi = int(bounds[worker]), int(bounds[worker + 1])
+        for start in range(lo, hi, step):
+            end = min(start + step, hi)
+            out[start:end] = kernel(logits_p[start:end], logits_q[start:end], bf16)
 
-    threads = min(max(workers, 1), len(starts))
-    if threads <= 1:
-        for start in starts:
-            run(start)
+    if threads == 1:
+        run(0)
     else:
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            list(pool.map(run, starts))
+            list(pool.map(run, range(threads)))
     return out
 
 
