@@ -9,7 +9,6 @@ INCONCLUSIVE with that reason (``cache_unsupported_reason``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,6 +17,7 @@ import numpy as np
 
 from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo
 from precisionbot.engines.http import HttpClient
+from precisionbot.engines.validate import logprob
 from precisionbot.errors import EngineError
 
 CACHE_REASON = (
@@ -33,12 +33,6 @@ def _token_id(token: Any, index: int, field: str) -> int:
         f"engine answer to request {index}: {field} {str(token)[:30]!r} is not 'token_id:N'; the server must "
         "support return_tokens_as_token_ids (vLLM), or use engine kind sglang"
     )
-
-
-def _lp(value: Any, index: int, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value > 1e-3:
-        raise EngineError(f"engine answer to request {index}: {field} is not a valid logprob (got {value!r})")
-    return float(value)
 
 
 class OpenAIEngine:
@@ -109,7 +103,7 @@ class OpenAIEngine:
         if len(tokens) < n or (r.ignore_eos and n and len(tokens) != n):
             raise EngineError(f"engine answer to request {index}: {len(tokens)} output tokens, expected {n}")
         out_ids = tuple(_token_id(t, index, f"logprobs.tokens[{k}]") for k, t in enumerate(tokens[:n]))
-        out_lp = np.array([_lp(v, index, f"logprobs.token_logprobs[{k}]") for k, v in enumerate(token_lps[:n])])
+        out_lp = np.array([logprob(v, index, f"logprobs.token_logprobs[{k}]") for k, v in enumerate(token_lps[:n])])
         in_ids = np.empty(0, dtype=np.int32)
         in_lp = np.empty(0)
         if r.logprob_start_len >= 0:
@@ -146,7 +140,7 @@ class OpenAIEngine:
                 raise EngineError(f"engine answer to request {index}: prompt_logprobs[{pos}] lacks token {key}")
             value = entry[key]
             value = value.get("logprob") if isinstance(value, Mapping) else value
-            out[pos] = _lp(value, index, f"prompt_logprobs[{pos}]")
+            out[pos] = logprob(value, index, f"prompt_logprobs[{pos}]")
         return out[r.logprob_start_len :]
 
     def flush_cache(self) -> None:

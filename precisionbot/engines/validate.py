@@ -26,7 +26,8 @@ def _int(value: Any, index: int, field: str, minimum: int = 0) -> int:
     return value
 
 
-def _logprob(value: Any, index: int, field: str, allow_none: bool) -> float:
+def logprob(value: Any, index: int, field: str, allow_none: bool = False) -> float:
+    """One logprob from an engine answer, checked: a number <= 0 (1e-3 of rounding allowed), not NaN or inf."""
     if value is None:
         if allow_none:
             return math.nan
@@ -59,7 +60,7 @@ def _entries(
         where = f"{field}[{j}]"
         if not isinstance(entry, (list, tuple)) or len(entry) < 2:
             raise _fail(index, where, f"is not a [logprob, token_id, text] entry (got {str(entry)[:40]!r})")
-        lps[j] = _logprob(entry[0], index, where, allow_none=first_may_be_none and j == 0)
+        lps[j] = logprob(entry[0], index, where, allow_none=first_may_be_none and j == 0)
         ids[j] = _int(entry[1], index, f"{where} token id")
         text = entry[2] if len(entry) > 2 else None
         texts.append(text if isinstance(text, str) else None)

@@ -20,7 +20,7 @@ def _completion(body: dict[str, Any], mode: str) -> dict[str, Any]:
         row = toy_logprobs(seq)
         tok = max(range(VOCAB), key=lambda j: row[j])
         tokens.append(f"token_id:{tok}" if mode != "text_tokens" else f"t{tok}")
-        lps.append(row[tok])
+        lps.append(row[tok] if mode != "nan_logprob" else float("nan"))
         seq.append(tok)
     choice: dict[str, Any] = {
         "index": 0,

@@ -44,7 +44,11 @@ def test_match_runs_and_cache_helpers_are_inconclusive() -> None:
 
 @pytest.mark.parametrize(
     ("mode", "message"),
-    [("text_tokens", "is not 'token_id:N'"), ("short_prompt_logprobs", "prompt_logprobs must have 5 entries")],
+    [
+        ("text_tokens", "is not 'token_id:N'"),
+        ("short_prompt_logprobs", "prompt_logprobs must have 5 entries"),
+        ("nan_logprob", r"token_logprobs\[0\] is not a valid logprob"),
+    ],
 )
 def test_unsupported_answers_are_engine_errors(mode: str, message: str) -> None:
     with fake_vllm(mode) as url:
