@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -129,6 +130,7 @@ def read_payload(path: str) -> dict[str, Any]:
 def plan_action(env: ActionEnv, config: Any, api: Any, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     from precisionbot.gh.event import parse_event
+    from precisionbot.gh.matrix import with_runner_labels
     from precisionbot.gh.plan import run_plan
     from precisionbot.gh.workflow import command, write_outputs
 
@@ -145,7 +147,7 @@ def plan_action(env: ActionEnv, config: Any, api: Any, out: TextIO | None = None
         "pr": "" if d.pr is None else str(d.pr),
         "suite": d.suite,
         "mode": d.mode,
-        "matrix": json.dumps(d.matrix, separators=(",", ":")),
+        "matrix": json.dumps(with_runner_labels(d.matrix, secrets.token_hex(16)), separators=(",", ":")),
         "reason": d.reason,
     }
     print(f"precisionbot: {'run' if d.run else 'skip'}: {d.reason}", file=out)
