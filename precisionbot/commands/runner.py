@@ -148,6 +148,10 @@ def _launch(args: argparse.Namespace) -> int:
         # A preexisting self-hosted pool: nothing to start, the GPU job just selects the pool's labels.
         _emit({"label": ",".join(rc.labels), "labels": json.dumps(list(rc.labels)), "instance-id": ""})
         _log(f"runner.kind is pool: the GPU job runs on {list(rc.labels)}; nothing launched")
+        _warn(
+            "runner.kind is pool: its runners must be ephemeral and in a runner group restricted to this workflow "
+            "on the default branch; never run fork code or a public repository's PRs on them (docs/runners.md)"
+        )
         return 0
     gh = _github_env()
     repo = validate_repo(args.repo or gh.repository)

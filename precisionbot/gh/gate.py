@@ -190,7 +190,8 @@ def _pull_request(event: Event, facts: Facts, config: Config) -> Decision:
             return _skip(f"PR from a fork: only the {gh.fork_label!r} label allows a run")
         if not _allowed(facts.permission, gh.permissions.rerun):
             return _skip(f"{event.sender} ({facts.permission}) may not request runs by label")
-        return _run(config, suite, sha, pr, f"label {event.label!r} added by {event.sender}")
+        decision = _run(config, suite, sha, pr, f"label {event.label!r} added by {event.sender}")
+        return _skip(_POOL_REFUSAL) if event.is_fork and _on_pool(decision) else decision
     if event.is_fork:
         return _skip(
             f"PR from a fork is not run automatically; a maintainer can add the {gh.fork_label!r} label "
@@ -281,6 +282,10 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
         )
     reason = f"/precision rerun by {event.comment_user}"
     reactions = (EYES, ROCKET)
+    if pull.is_fork and _on_pool(
+        _run(config, config.github.pr_suite, pull.head_sha, pull.number, reason, command.models)
+    ):
+        return _refuse("fork PR on a pool runner", f"😕 {_POOL_REFUSAL}.")
     decision = _run(
         config,
         config.github.pr_suite,
@@ -293,6 +298,16 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
         reactions,
     )
     return replace(decision, reply=_pinned(decision))
+
+
+_POOL_REFUSAL = (
+    "This PR comes from a fork and the configured runner is a persistent pool (runner.kind: pool): fork code "
+    "would persist on the machine and poison later runs. Use runner.kind: ec2 (one fresh instance per job)"
+)
+
+
+def _on_pool(decision: Decision) -> bool:
+    return any(cell["runner"]["kind"] == "pool" for cell in decision.matrix["include"])
 
 
 def _pinned(decision: Decision) -> str:

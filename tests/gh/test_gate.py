@@ -368,3 +368,12 @@ def test_garbled_payload_is_a_data_error_naming_the_field() -> None:
 def test_schedule_without_github_sha_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="GITHUB_SHA"):
         decide(Event(name="schedule"), Facts(), CONFIG)
+
+
+def test_fork_code_never_runs_on_a_persistent_pool() -> None:
+    pool = Config.from_mapping({"runner": {"kind": "pool"}, "github": {"paths": ["**"]}})
+    fork_rerun = decide(comment_event(f"/precision rerun sha={HEAD}"), facts(pull=pull(fork=True)), pool)
+    assert not fork_rerun.run and fork_rerun.reply and "persistent pool" in fork_rerun.reply
+    label = pr_event("labeled", fork=True, label="precision-safe-to-test")
+    assert not decide(label, Facts(permission="admin"), pool).run
+    assert decide(comment_event(), facts(), pool).run  # same-repository code may use the pool
