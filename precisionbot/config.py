@@ -80,6 +80,10 @@ class RunnerConfig:
     runner_group_id: int = 1
     runner_version: str | None = None
     """GitHub Actions runner version; None = the version pinned by the user-data template."""
+    runner_sha256: str | None = None
+    """sha256 of that version's runner tarball, verified on the instance before it runs (x64 tarball)."""
+    runner_user: str | None = None
+    """The instance account the job runs as; None = ``precisionbot-runner``, created without sudo."""
 
 
 @dataclass(frozen=True)

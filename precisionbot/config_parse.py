@@ -52,6 +52,12 @@ def parse_config(data: Any, source: str) -> Config:
                 f"{source}: key 'github.{key}' names suite {name!r}, which is not defined; "
                 f"add it under 'suites' or use one of {', '.join(sorted(suites))}"
             )
+    if github.pr_suite == github.baseline_suite:
+        # A PR rerun would run in baseline mode and record the PR's numbers as the new golden baseline.
+        raise ConfigError(
+            f"{source}: keys 'github.pr_suite' and 'github.baseline_suite' both name suite {github.pr_suite!r}; "
+            "PR runs must not record baselines: give the baseline suite its own name"
+        )
     return Config(
         engine=_parse_engine(root.section("engine")),
         models=_parse_models(root, runner),
@@ -124,6 +130,8 @@ def _parse_runner(r: Reader, base: RunnerConfig) -> RunnerConfig:
         wait_timeout_s=r.positive_float("wait_timeout_s", base.wait_timeout_s),
         runner_group_id=r.positive_int("runner_group_id", base.runner_group_id),
         runner_version=r.opt_string("runner_version", base.runner_version),
+        runner_sha256=r.opt_string("runner_sha256", base.runner_sha256),
+        runner_user=r.opt_string("runner_user", base.runner_user),
     )
 
 

@@ -98,10 +98,20 @@ class RunMeta:
         )
 
 
+_PLAIN_SEGMENT = re.compile(r"^[A-Za-z0-9._+]+(?:-[A-Za-z0-9._+]+)*$")
+
+
 def model_key(model: str) -> str:
-    """A model name as one key segment (``Qwen/Qwen3-8B`` → ``Qwen--Qwen3-8B``)."""
-    text = re.sub(r"[^A-Za-z0-9._=+-]+", "-", model.replace("/", "--")).strip("-.")
-    return text or "model"
+    """A model name as one key segment, injectively: two names never share a key.
+
+    Plain names (``/``-separated parts of letters, digits, ``._+`` and single inner ``-``) keep their readable
+    form, ``/`` → ``--`` (``Qwen/Qwen3-8B`` → ``Qwen--Qwen3-8B``); such a name cannot contain ``--`` or
+    ``=`` itself. Any other name (``a--b``, spaces, ``=``, ...) becomes ``=`` + the hex of its UTF-8 bytes,
+    which no plain name can start with."""
+    parts = model.split("/")
+    if all(part not in (".", "..") and _PLAIN_SEGMENT.match(part) for part in parts):
+        return "--".join(parts)
+    return "=" + model.encode("utf-8").hex()
 
 
 def new_run_id(now: datetime, producer: str) -> str:

@@ -1,4 +1,4 @@
-"""``precisionbot baseline record | list | show``: golden baselines in a store (local directory or S3).
+"""``precisionbot baseline record | publish | list | show``: golden baselines in a store (local directory or S3).
 
 ``record`` runs the golden corpus through an engine and stores a new run (``--label``, default
 ``baseline_established``; ``--producer NAME`` adds a known-good variant to the same baseline's noise band).
@@ -38,6 +38,14 @@ def register(subparsers: Any) -> None:
     rec.add_argument("--suite", metavar="NAME", help="suite whose golden options to use (default: the baseline suite)")
     rec.add_argument("--model", metavar="NAME", help="model name (from the config's models); default: the engine's")
     rec.set_defaults(handler=_record)
+
+    pub = sub.add_parser(
+        "publish", help="verify runs recorded into staging stores and copy them into the store (create-only)"
+    )
+    pub.add_argument("staging", nargs="+", metavar="DIR", help="staging stores written by `baseline record --store`")
+    pub.add_argument("--store", metavar="URI", help="the real store (default: baselines.store in the config)")
+    pub.add_argument("--config", metavar="FILE", help="precisionbot YAML config")
+    pub.set_defaults(handler=_publish)
 
     lst = sub.add_parser("list", help="list the runs in a store, newest first")
     lst.add_argument("--store", metavar="URI")
@@ -87,6 +95,23 @@ def _record(args: argparse.Namespace) -> int:
     print(f"recorded {meta.run_id} ({meta.label}, producer {meta.producer}, {meta.stats['positions']} positions)")
     print(f"  {store.uri}/{meta.prefix}")
     print(f"  model {meta.model}, signature {meta.signature}")
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from precisionbot.baselines import now_utc, open_store
+    from precisionbot.baselines.publish import check_staged, publish
+    from precisionbot.config import load_config_or_default
+
+    config = load_config_or_default(args.config)
+    target = open_store(_store_uri(args, config))
+    stages = [_existing_store(path) for path in args.staging]
+    now = now_utc()
+    for stage in stages:
+        check_staged(stage, now)  # every staging store verified before the first write
+    for stage in stages:
+        for meta in publish(stage, target, now):
+            print(f"published {meta.run_id} ({meta.label}, model {meta.model}) to {target.uri}/{meta.prefix}")
     return 0
 
 

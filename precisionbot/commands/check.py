@@ -22,6 +22,7 @@ from typing import Any
 from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config_or_default
 from precisionbot.config_fields import parse_int_range
 from precisionbot.errors import ConfigError, EngineError
+from precisionbot.gh import provenance
 from precisionbot.results import CHECK_NAMES, CheckResult, EngineInfo, RunResult
 
 DEFAULT_OUT = "precisionbot-out"
@@ -254,6 +255,8 @@ def run(args: argparse.Namespace) -> int:
             write_result(out, result)  # so a report step can still say why
             raise _unusable(exc, args, config) from exc
     result = result.with_diagnosis(diagnose(result.checks))
+    # Which config judged this run, so the comment job can tell a PR-modified one (gh/provenance.py).
+    result = dataclasses.replace(result, extra={**result.extra, provenance.KEY: provenance.config_digest(args.config)})
     write_result(out, result, records)
     print(render_table(result, out))
     if result.verdict.value == "inconclusive":

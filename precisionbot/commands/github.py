@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -113,7 +114,10 @@ def _comment(args: Any) -> int:
     env = ActionEnv.from_mapping(os.environ)
     config = load_config_or_default(args.config or env.config_path)
     api = _connect(env) if env.token and env.repository else None
-    return comment_action(env, config, api, args.dirs, pr=args.pr, suite=args.suite)
+    from precisionbot.gh.provenance import config_digest
+
+    trusted = config_digest(args.config or env.config_path)
+    return comment_action(env, config, api, args.dirs, pr=args.pr, suite=args.suite, trusted_config=trusted)
 
 
 def read_payload(path: str) -> dict[str, Any]:
@@ -129,6 +133,7 @@ def read_payload(path: str) -> dict[str, Any]:
 def plan_action(env: ActionEnv, config: Any, api: Any, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     from precisionbot.gh.event import parse_event
+    from precisionbot.gh.matrix import with_runner_labels
     from precisionbot.gh.plan import run_plan
     from precisionbot.gh.workflow import command, write_outputs
 
@@ -145,7 +150,7 @@ def plan_action(env: ActionEnv, config: Any, api: Any, out: TextIO | None = None
         "pr": "" if d.pr is None else str(d.pr),
         "suite": d.suite,
         "mode": d.mode,
-        "matrix": json.dumps(d.matrix, separators=(",", ":")),
+        "matrix": json.dumps(with_runner_labels(d.matrix, secrets.token_hex(16)), separators=(",", ":")),
         "reason": d.reason,
     }
     print(f"precisionbot: {'run' if d.run else 'skip'}: {d.reason}", file=out)
@@ -173,7 +178,10 @@ def comment_action(
     pr: int | None = None,
     suite: str | None = None,
     out: TextIO | None = None,
+    trusted_config: str | None = None,
 ) -> int:
+    """``trusted_config``: the digest of the config this job read (the base branch's); results that recorded
+    another one get a warning in the comment (None: no comparison)."""
     out = out or sys.stdout
     from precisionbot.gh.sticky import upsert_comment
     from precisionbot.gh.workflow import command, write_outputs, write_summary
@@ -189,7 +197,18 @@ def comment_action(
     verdict = Verdict.combine(s.run.verdict for s in sections)
     links = ReportLinks(run_url=env.run_url, artifact_url=f"{env.run_url}#artifacts" if env.run_url else None)
     marker = comment_marker(suite if config.github.comment_per_suite else None)
-    body = render_comment(sections, links=links, marker=marker)
+    from precisionbot.gh.provenance import foreign_config_note
+    from precisionbot.report.render import GITHUB_COMMENT_MAX_CHARS
+
+    note = None
+    if trusted_config is not None:
+        note = foreign_config_note(trusted_config, [(s.label, s.run.extra) for s in sections])
+    room = GITHUB_COMMENT_MAX_CHARS - len(note or "") - 2
+    body = render_comment(sections, links=links, marker=marker, max_chars=room)
+    if note:
+        # Right under the marker line, above the verdict: the reader sees it before the numbers.
+        head, sep, rest = body.partition("\n")
+        body = f"{head}{sep}{note}\n{rest}" if head.strip() == marker else f"{note}\n{body}"
     if not write_summary(render_summary(sections, links=links), env.step_summary):
         print(body, file=out)
     pr = pr if pr is not None else _pr_from_event(env)

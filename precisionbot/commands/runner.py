@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,10 @@ from precisionbot.errors import ConfigError
 if TYPE_CHECKING:
     from precisionbot.config import RunnerConfig
     from precisionbot.runners.registry import GitHubRunnerRegistry
+
+
+_RANDOM_LABEL = re.compile(r"[0-9a-f]{32}")
+"""A label with 128 bits of randomness in it (``new_label``, or the matrix label from ``github plan``)."""
 
 
 def register(subparsers: Any) -> None:
@@ -37,7 +42,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--security-group", action="append", default=None, help="security group id (repeatable)")
     p.add_argument("--instance-profile", help="instance profile name or ARN (read-only baseline access)")
     p.add_argument("--ttl-minutes", type=int, help="hard TTL: the instance powers off after this long")
-    p.add_argument("--label", help="the label the GPU job selects (default: the generated runner name)")
+    p.add_argument("--label", help="the label the GPU job selects (default: a fresh random precisionbot-<128 bits>)")
     p.add_argument("--wait-timeout", type=float, help="seconds to wait for the runner to come online")
     p.add_argument("--run-id", help="tag that `runner terminate --run-id` finds (default: $GITHUB_RUN_ID)")
     p.add_argument("--pr", help="PR number for the precisionbot:pr tag")
@@ -55,11 +60,23 @@ def register(subparsers: Any) -> None:
     which = t.add_mutually_exclusive_group(required=True)
     which.add_argument("--instance-id", help="the instance-id output of `runner launch`")
     which.add_argument("--run-id", help="every runner tagged with this run id (works after a cancelled launch)")
-    t.add_argument("--region", help="AWS region (default: boto3's chain)")
+    t.add_argument("--region", help="AWS region (default: every runner.region in the config, else boto3's chain)")
+    t.add_argument(
+        "--config", help="precisionbot config whose runner regions to search (default: .github/precision.yml)"
+    )
     t.set_defaults(handler=_terminate)
 
     r = sub.add_parser("reap", help="end every tagged runner past its expiry; delete stale offline runners")
-    r.add_argument("--region", help="AWS region (default: boto3's chain)")
+    r.add_argument("--region", help="AWS region (default: every runner.region in the config, else boto3's chain)")
+    r.add_argument(
+        "--config", help="precisionbot config whose runner regions to search (default: .github/precision.yml)"
+    )
+    r.add_argument(
+        "--max-age-minutes",
+        type=float,
+        default=360.0,
+        help="age after launch at which an instance whose expiry tag is missing or unreadable is ended",
+    )
     r.add_argument("--dry-run", action="store_true", help="print what would be removed, remove nothing")
     r.add_argument("--repo", action="append", help="repo whose stale runners to delete (default: $GITHUB_REPOSITORY)")
     r.add_argument("--grace-minutes", type=float, default=30.0, help="leave offline runners younger than this")
@@ -99,12 +116,26 @@ def _load_runner_config(args: argparse.Namespace) -> RunnerConfig:
     return config.runner_for(model)
 
 
+def _regions(args: argparse.Namespace) -> list[str | None]:
+    """Where terminate/reap look: ``--region``, else every region the config's runners (top level and per
+    model) launch in, else boto3's own chain. Launch may use a model's region, so one region is not enough."""
+    if args.region:
+        return [args.region]
+    from precisionbot.config import load_config_or_default
+
+    config = load_config_or_default(args.config)
+    runners = [config.runner, *(m.runner for m in config.models if m.runner is not None)]
+    regions = sorted({r.region for r in runners if r.kind == "ec2" and r.region})
+    return list(regions) or [None]
+
+
 def _launch(args: argparse.Namespace) -> int:
     from precisionbot.runners.cloud import Ec2Cloud
     from precisionbot.runners.lifecycle import SYSTEM_CLOCK, launch
     from precisionbot.runners.model import (
         InstanceSpec,
         RunnerSpec,
+        new_label,
         new_runner_name,
         validate_label,
         validate_repo,
@@ -117,6 +148,10 @@ def _launch(args: argparse.Namespace) -> int:
         # A preexisting self-hosted pool: nothing to start, the GPU job just selects the pool's labels.
         _emit({"label": ",".join(rc.labels), "labels": json.dumps(list(rc.labels)), "instance-id": ""})
         _log(f"runner.kind is pool: the GPU job runs on {list(rc.labels)}; nothing launched")
+        _warn(
+            "runner.kind is pool: its runners must be ephemeral and in a runner group restricted to this workflow "
+            "on the default branch; never run fork code or a public repository's PRs on them (docs/runners.md)"
+        )
         return 0
     gh = _github_env()
     repo = validate_repo(args.repo or gh.repository)
@@ -135,18 +170,25 @@ def _launch(args: argparse.Namespace) -> int:
     if args.pr and not args.pr.isdigit():
         raise ConfigError(f"--pr {args.pr!r} must be a pull request number")
     name = new_runner_name(run_id, clock.now())
-    label = validate_label(args.label) if args.label else name
+    label = validate_label(args.label) if args.label else new_label()
+    if not _RANDOM_LABEL.search(label):
+        _warn(
+            f"runner label {label!r} has no 32 random hex digits: a job that guesses it can take this GPU "
+            "runner; let launch generate one, or use the matrix label `github plan` writes"
+        )
     ttl = args.ttl_minutes if args.ttl_minutes is not None else rc.ttl_minutes
     runner_kwargs: dict[str, Any] = {}
     if args.runner_version or rc.runner_version:
         runner_kwargs["runner_version"] = args.runner_version or rc.runner_version
+    if rc.runner_user:
+        runner_kwargs["runner_user"] = rc.runner_user
     runner = RunnerSpec(
         repo=repo,
         name=name,
         label=label,
         runner_group_id=args.runner_group_id or rc.runner_group_id,
         ttl_minutes=ttl,
-        runner_sha256=args.runner_sha256,
+        runner_sha256=args.runner_sha256 or rc.runner_sha256,
         **runner_kwargs,
     )
     instance = InstanceSpec(
@@ -161,13 +203,14 @@ def _launch(args: argparse.Namespace) -> int:
     wait_s = args.wait_timeout if args.wait_timeout is not None else rc.wait_timeout_s
     if wait_s <= 0 or ttl < 1:
         raise ConfigError("--wait-timeout must be > 0 seconds and --ttl-minutes at least 1")
+    region = args.region or rc.region
     with _sigterm_as_interrupt():
         launched = launch(
             instance,
             runner,
             run_id=run_id,
             pr=args.pr,
-            cloud=Ec2Cloud.from_env(args.region or rc.region),
+            cloud=Ec2Cloud.from_env(region),
             registry=GitHubRunnerRegistry.from_token(gh.token, gh.api_url),
             clock=clock,
             wait_timeout_s=wait_s,
@@ -180,6 +223,7 @@ def _launch(args: argparse.Namespace) -> int:
             "labels": json.dumps(list(runner.labels)),
             "instance-id": launched.instance_id,
             "run-id": run_id,
+            "region": region or "",
         }
     )
     return 0
@@ -227,17 +271,22 @@ def _terminate(args: argparse.Namespace) -> int:
 
     run_id = validate_run_id(args.run_id) if args.run_id else None
     instance_id = validate_instance_id(args.instance_id) if args.instance_id else None
-    done = terminate(
-        cloud=Ec2Cloud.from_env(args.region),
-        registry=_registry(_github_env()),
-        instance_id=instance_id,
-        run_id=run_id,
-        log=_log,
-    )
-    if done.warning:
-        _warn(done.warning)
-    gone = len(done.runner_names)
-    _log(f"terminated {len(done.instance_ids)} instance(s), deleted {gone} runner registration(s)")
+    registry = _registry(_github_env())
+    instances = runners = 0
+    for region in _regions(args):
+        _log(f"looking in region {region or '(boto3 default)'}")
+        done = terminate(
+            cloud=Ec2Cloud.from_env(region),
+            registry=registry,
+            instance_id=instance_id,
+            run_id=run_id,
+            log=_log,
+        )
+        if done.warning:
+            _warn(done.warning)
+        instances += len(done.instance_ids)
+        runners += len(done.runner_names)
+    _log(f"terminated {instances} instance(s), deleted {runners} runner registration(s)")
     return 0
 
 
@@ -252,15 +301,25 @@ def _reap(args: argparse.Namespace) -> int:
     repos = [validate_repo(r) for r in (args.repo or ([gh.repository] if gh.repository else []))]
     if gh.token is None or not repos:
         _log("no GitHub token or repo: reaping instances only, not runner registrations")
-    result = reap(
-        cloud=Ec2Cloud.from_env(args.region),
-        registry=_registry(gh),
-        repos=repos,
-        now=SYSTEM_CLOCK.now(),
-        dry_run=args.dry_run,
-        runner_grace=timedelta(minutes=args.grace_minutes),
-        log=_log,
-    )
-    verb = "would remove" if result.dry_run else "removed"
-    _log(f"{verb} {len(result.instances)} expired instance(s) and {len(result.runners)} stale runner(s)")
+    if args.max_age_minutes <= 0:
+        raise ConfigError(f"--max-age-minutes must be > 0, got {args.max_age_minutes:g}")
+    registry = _registry(gh)
+    instances = runners = 0
+    for index, region in enumerate(_regions(args)):
+        _log(f"looking in region {region or '(boto3 default)'}")
+        result = reap(
+            cloud=Ec2Cloud.from_env(region),
+            # Runner registrations are per repository, not per region: clean them up once.
+            registry=registry if index == 0 else None,
+            repos=repos,
+            now=SYSTEM_CLOCK.now(),
+            dry_run=args.dry_run,
+            runner_grace=timedelta(minutes=args.grace_minutes),
+            max_age=timedelta(minutes=args.max_age_minutes),
+            log=_log,
+        )
+        instances += len(result.instances)
+        runners += len(result.runners)
+    verb = "would remove" if args.dry_run else "removed"
+    _log(f"{verb} {instances} expired instance(s) and {runners} stale runner(s)")
     return 0

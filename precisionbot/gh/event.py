@@ -39,7 +39,7 @@ class Event:
     comment_user: str | None = None
     comment_user_type: str | None = None
     comment_created_at: datetime | None = None
-    # push
+    # push, workflow_dispatch
     ref: str | None = None
     after: str | None = None
     # workflow_dispatch
@@ -107,5 +107,11 @@ def _parse(name: str, payload: Mapping[str, Any], sha: str | None) -> Event:
         return Event(**common, ref=payload.get("ref"), after=payload.get("after"))
     if name == "workflow_dispatch":
         inputs = payload.get("inputs") or {}
-        return Event(**common, inputs={str(k): str(v) for k, v in inputs.items() if v is not None})
+        # ``ref`` is the branch the workflow was dispatched from: baseline mode only runs from the default one.
+        ref = payload.get("ref")
+        return Event(
+            **common,
+            ref=str(ref) if ref else None,
+            inputs={str(k): str(v) for k, v in inputs.items() if v is not None},
+        )
     return Event(**common)

@@ -5,16 +5,24 @@ for, :func:`decide` turns the event, those facts and the config into a :class:`D
 
 The head-commit rule for ``/precision rerun`` (time of check vs time of use):
 
-* ``sha=<prefix>`` in the comment pins the commit the commenter reviewed: the PR head must still start
-  with it. PRs from forks *must* name it: their author is untrusted and controls commit dates.
+* ``sha=<commit>`` in the comment pins the commit the commenter reviewed: the PR head must still be it.
+  PRs from forks *must* name it with all 40 hex digits: their author is untrusted, controls commit dates,
+  and can grind a commit whose id starts with any short prefix (28 bits take minutes on a CPU).
+  Same-repository PRs may give a prefix (their authors already have write access).
 * Otherwise (same-repository PRs, whose authors have write access) the run is refused when the head
   commit's committer date is later than the comment: someone pushed after the comment was written.
-* Either way the run is pinned to the head SHA read here; the GPU job checks out exactly that commit.
+* Either way the run is pinned to the head SHA read here; the GPU job checks out exactly that commit, and
+  the 🚀 reply names it in full.
+
+Baseline mode (recording golden baselines) only ever runs on the default branch's code, for the
+``permissions.baseline`` role: ``/precision baseline``, a push to the default branch, the schedule (which
+GitHub runs on the default branch), and ``workflow_dispatch`` of the baseline suite *from the default
+branch* by someone with that role.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +35,7 @@ from precisionbot.gh.slash import USAGE, Malformed, SlashCommand, parse_command
 
 PR_ACTIONS = ("opened", "synchronize", "reopened", "labeled")
 EYES, ROCKET, CONFUSED = "eyes", "rocket", "confused"
+FULL_SHA_LENGTH = 40
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,8 @@ def needs(event: Event, config: Config, bot_login: str) -> Needs:
         if command.verb == "baseline":
             return Needs(command=command, permission_of=event.comment_user, default_head=True)
         return Needs(command=command, permission_of=event.comment_user, pull=True, commit_date=True)
+    if event.name == "workflow_dispatch":
+        return Needs(permission_of=event.sender)
     return Needs()
 
 
@@ -119,11 +130,32 @@ def decide(event: Event, facts: Facts, config: Config) -> Decision:
     if event.name == "schedule":
         return _run(config, config.github.baseline_suite, event.sha or "", None, "scheduled baseline refresh")
     if event.name == "workflow_dispatch":
-        suite = event.inputs.get("suite") or config.github.pr_suite
-        models = tuple(m for m in event.inputs.get("models", "").split(",") if m)
-        pr = event.inputs.get("pr")
-        return _run(config, suite, event.sha or "", int(pr) if pr and pr.isdigit() else None, "manual run", models)
+        return _dispatch(event, facts, config)
     return _skip(f"event {event.name!r} does not trigger precisionbot")
+
+
+def _dispatch(event: Event, facts: Facts, config: Config) -> Decision:
+    """A manual run: the suite's own rules, and baseline mode only as ``/precision baseline`` allows it (the
+    baseline role, the default branch): anyone with write may dispatch a workflow on any branch."""
+    gh = config.github
+    suite = event.inputs.get("suite") or gh.pr_suite
+    models = tuple(m for m in event.inputs.get("models", "").split(",") if m)
+    pr = event.inputs.get("pr")
+    baseline = suite == gh.baseline_suite
+    required = gh.permissions.baseline if baseline else gh.permissions.rerun
+    if not _allowed(facts.permission, required):
+        return _skip(
+            f"{event.sender} ({facts.permission or 'none'}) may not dispatch suite {suite!r}: it needs the "
+            f"{required} role"
+        )
+    branch = f"refs/heads/{event.default_branch}" if event.default_branch else None
+    if baseline and (branch is None or event.ref != branch):
+        return _skip(
+            f"suite {suite!r} records baselines: dispatch it from the default branch ({branch or 'unknown'}), "
+            f"not {event.ref or 'an unknown ref'}"
+        )
+    reason = f"manual run by {event.sender}"
+    return _run(config, suite, event.sha or "", int(pr) if pr and pr.isdigit() else None, reason, models)
 
 
 def _run(
@@ -158,7 +190,8 @@ def _pull_request(event: Event, facts: Facts, config: Config) -> Decision:
             return _skip(f"PR from a fork: only the {gh.fork_label!r} label allows a run")
         if not _allowed(facts.permission, gh.permissions.rerun):
             return _skip(f"{event.sender} ({facts.permission}) may not request runs by label")
-        return _run(config, suite, sha, pr, f"label {event.label!r} added by {event.sender}")
+        decision = _run(config, suite, sha, pr, f"label {event.label!r} added by {event.sender}")
+        return _skip(_POOL_REFUSAL) if event.is_fork and _on_pool(decision) else decision
     if event.is_fork:
         return _skip(
             f"PR from a fork is not run automatically; a maintainer can add the {gh.fork_label!r} label "
@@ -211,9 +244,12 @@ def _comment(event: Event, facts: Facts, config: Config) -> Decision:
 def _baseline(event: Event, facts: Facts, config: Config, command: SlashCommand) -> Decision:
     head = facts.default_head or ""
     if command.sha and not head.startswith(command.sha):
-        return _refuse("default branch moved", f"😕 The default branch is at `{head[:12]}`, not `{command.sha}`.")
+        return _refuse("default branch moved", f"😕 The default branch is at `{head}`, not `{command.sha}`.")
     reason = f"/precision baseline by {event.comment_user}"
-    return _run(config, config.github.baseline_suite, head, event.pr, reason, command.models, reactions=(EYES, ROCKET))
+    decision = _run(
+        config, config.github.baseline_suite, head, event.pr, reason, command.models, reactions=(EYES, ROCKET)
+    )
+    return replace(decision, reply=_pinned(decision))
 
 
 def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) -> Decision:
@@ -221,21 +257,22 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
     assert pull is not None, "needs() asks for the pull on rerun"
     if pull.state != "open":
         return _refuse("PR is not open", "😕 This PR is closed; reopen it to run the checks.")
-    if command.sha is not None:
-        if not pull.head_sha.startswith(command.sha):
-            return _refuse(
-                "head moved",
-                f"😕 The PR head is now `{pull.head_sha[:12]}`, not `{command.sha}`: review the new commits "
-                "and comment again.",
-            )
-    elif pull.is_fork:
+    if pull.is_fork and (command.sha is None or len(command.sha) != FULL_SHA_LENGTH):
+        # A short prefix is no pin for untrusted code: a colliding commit can be ground and force-pushed.
+        given = "without `sha=`" if command.sha is None else f"with the short `sha={command.sha}`"
         return _refuse(
-            "fork PR without sha=",
-            "😕 This PR comes from a fork: review its head, then name it with "
-            f"`/precision rerun sha={pull.head_sha[:12]}` so later pushes cannot ride on your approval.",
+            "fork PR without a full sha=",
+            f"😕 This PR comes from a fork and the command came {given}: review its head, then name it in "
+            f"full with `/precision rerun sha={pull.head_sha}` so later pushes cannot ride on your approval.",
         )
-    elif (
-        facts.head_committed_at is not None
+    if command.sha is not None and not pull.head_sha.startswith(command.sha):
+        return _refuse(
+            "head moved",
+            f"😕 The PR head is now `{pull.head_sha}`, not `{command.sha}`: review the new commits and comment again.",
+        )
+    if (
+        command.sha is None
+        and facts.head_committed_at is not None
         and event.comment_created_at is not None
         and facts.head_committed_at > event.comment_created_at
     ):
@@ -245,7 +282,11 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
         )
     reason = f"/precision rerun by {event.comment_user}"
     reactions = (EYES, ROCKET)
-    return _run(
+    if pull.is_fork and _on_pool(
+        _run(config, config.github.pr_suite, pull.head_sha, pull.number, reason, command.models)
+    ):
+        return _refuse("fork PR on a pool runner", f"😕 {_POOL_REFUSAL}.")
+    decision = _run(
         config,
         config.github.pr_suite,
         pull.head_sha,
@@ -256,3 +297,20 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
         command.samples,
         reactions,
     )
+    return replace(decision, reply=_pinned(decision))
+
+
+_POOL_REFUSAL = (
+    "This PR comes from a fork and the configured runner is a persistent pool (runner.kind: pool): fork code "
+    "would persist on the machine and poison later runs. Use runner.kind: ec2 (one fresh instance per job)"
+)
+
+
+def _on_pool(decision: Decision) -> bool:
+    return any(cell["runner"]["kind"] == "pool" for cell in decision.matrix["include"])
+
+
+def _pinned(decision: Decision) -> str:
+    """The 🚀 reply: the exact commit the GPU job will check out, so the commenter can compare it with the
+    one they reviewed."""
+    return f"🚀 Running suite `{decision.suite}` ({decision.mode}) on commit `{decision.sha}`."

@@ -56,3 +56,10 @@ def build_matrix(
             }
         )
     return {"include": include}
+
+
+def with_runner_labels(matrix: dict[str, list[dict[str, Any]]], nonce: str) -> dict[str, list[dict[str, Any]]]:
+    """Give each cell the one runner label its launch registers and its GPU job selects
+    (``precisionbot-<nonce>-<index>``). ``nonce`` is fresh randomness per plan (128 bits): a run id is public
+    and sequential, so a label built from it could be named in advance by another job's ``runs-on``."""
+    return {"include": [{**cell, "label": f"precisionbot-{nonce}-{i}"} for i, cell in enumerate(matrix["include"])]}

@@ -22,7 +22,8 @@ USAGE = (
 **precisionbot** commands (first line of a PR comment):
 
 * `/precision rerun [models=a,b] [checks=match,golden] [samples=N] [sha=<head commit>]`: run the checks \
-again on this PR's head (write access or above). PRs from forks need `sha=` naming the commit you reviewed.
+again on this PR's head (write access or above). PRs from forks need `sha=` naming the commit you reviewed \
+in full (all 40 hex digits).
 * `/precision baseline [models=a,b]`: record new golden baselines from the default branch after an \
 intentional numerics change (maintain or admin).
 * `/precision help`: this message.
@@ -42,8 +43,8 @@ class SlashCommand:
     """Empty = the suite's checks."""
     samples: int | None = None
     sha: str | None = None
-    """The commit the commenter reviewed (a prefix of at least 7 hex digits); the run is refused unless
-    the PR head still starts with it."""
+    """The commit the commenter reviewed (7 to 40 hex digits; the gate wants all 40 for PRs from forks); the
+    run is refused unless the PR head still starts with it."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from precisionbot.errors import CloudError
@@ -163,7 +164,13 @@ class Ec2Cloud:
 
 def _instance(raw: Any) -> Instance:
     tags = {t["Key"]: t["Value"] for t in raw.get("Tags", []) if "Key" in t and "Value" in t}
-    return Instance(id=raw["InstanceId"], state=raw.get("State", {}).get("Name", "unknown"), tags=tags)
+    launched = raw.get("LaunchTime")
+    return Instance(
+        id=raw["InstanceId"],
+        state=raw.get("State", {}).get("Name", "unknown"),
+        tags=tags,
+        launched_at=launched if isinstance(launched, datetime) else None,
+    )
 
 
 @contextmanager

@@ -232,19 +232,25 @@ def reap(
     now: datetime,
     dry_run: bool = False,
     runner_grace: timedelta = timedelta(minutes=30),
+    max_age: timedelta = timedelta(hours=6),
     log: Log = lambda _: None,
 ) -> Reaped:
     """Terminate tagged instances past ``expires-at``; delete offline runners precisionbot made in ``repos``.
 
+    An instance whose ``expires-at`` tag is missing or unreadable (never written by us that way: someone
+    edited it) is treated as expiring ``max_age`` after its launch, or now when EC2 gives no launch time.
+
     A runner is offline legitimately while its instance boots, so only runners older than ``runner_grace``
     (their age is encoded in the generated name) and not attached to a live, unexpired instance are deleted.
     """
-    tagged = cloud.find_instances(tag_keys=[TAG_EXPIRES_AT])
-    expired = tuple(i for i in tagged if i.live and i.expires_at is not None and i.expires_at <= now)
+    # Any of our tags finds an instance: one whose expiry tag is missing or garbled is dated by its launch time.
+    tagged = cloud.find_instances(tag_keys=[TAG_EXPIRES_AT, TAG_LABEL, TAG_RUN_ID])
+    expired = tuple(i for i in tagged if i.live and _expired(i, now, max_age))
     keep = {i.runner_name for i in tagged if i.live and i not in expired and i.runner_name}
     verb = "would terminate" if dry_run else "terminating"
     for item in expired:
-        log(f"{verb} {item.id} ({item.label or 'no label'}, expired {item.tags.get(TAG_EXPIRES_AT)})")
+        why = f"expired {iso_utc(item.expires_at)}" if item.expires_at else _no_expiry(item)
+        log(f"{verb} {item.id} ({item.label or 'no label'}, {why})")
     if expired and not dry_run:
         cloud.terminate([i.id for i in expired])
 
@@ -265,3 +271,18 @@ def reap(
                     if dry_run or registry.delete_runner(repo, runner.id):
                         stale.append(runner)
     return Reaped(instances=expired, runners=tuple(stale), dry_run=dry_run)
+
+
+def _expired(instance: Instance, now: datetime, max_age: timedelta) -> bool:
+    if instance.expires_at is not None:
+        return instance.expires_at <= now
+    if instance.launched_at is None:
+        return True
+    return instance.launched_at + max_age <= now
+
+
+def _no_expiry(instance: Instance) -> str:
+    tag = instance.tags.get(TAG_EXPIRES_AT)
+    problem = "no expiry tag" if tag is None else f"unreadable expiry tag {tag[:40]!r}"
+    launched = f"launched {iso_utc(instance.launched_at)}" if instance.launched_at else "no launch time"
+    return f"{problem}, {launched}"

@@ -33,6 +33,13 @@ _RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,40}$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _INSTANCE_ID_RE = re.compile(r"^i-[0-9a-f]{8,17}$")
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+SUDO_USERS = ("root", "ubuntu", "ec2-user", "admin", "centos", "fedora", "debian")
+"""Accounts that are root or have passwordless sudo on common AMIs: PR code running as one of them becomes
+root, cancels the TTL shutdown and kills the power-off trap."""
+DEFAULT_RUNNER_USER = "precisionbot-runner"
+LABEL_RANDOM_HEX = 32
+"""128 bits in a generated label: a job elsewhere cannot name the label before it is published."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,10 @@ class RunnerSpec:
     label: str
     """Unique per launch: the label the GPU job selects with ``runs-on`` (often the name itself; a matrix
     workflow passes a predictable one, since matrix jobs cannot hand one output per leg to the next job)."""
-    extra_labels: tuple[str, ...] = ("self-hosted", "linux")
+    extra_labels: tuple[str, ...] = ()
+    """Further labels to register. Empty by default on purpose: any queued job that asks for a generic label
+    (``self-hosted``, ``linux``: a fork PR's own workflow, say) could take the instance and run in the VPC
+    with its instance profile. Only the unguessable ``label`` should select this runner."""
     runner_group_id: int = 1
     """1 is the repository's Default group."""
     ttl_minutes: int = 120
@@ -72,11 +82,12 @@ class RunnerSpec:
     runner_sha256: str | None = None
     """Checksum of the runner tarball for ``runner_version`` (x64); verified when given."""
     runner_dir: str = "/opt/actions-runner"
-    runner_user: str = "ubuntu"
+    runner_user: str = DEFAULT_RUNNER_USER
+    """The account the job runs as: created without sudo by the user-data (see ``SUDO_USERS``)."""
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys((*self.extra_labels, self.label, self.name)))
+        return tuple(dict.fromkeys((self.label, *self.extra_labels)))
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,8 @@ class Instance:
     id: str
     state: str
     tags: Mapping[str, str] = field(default_factory=dict)
+    launched_at: datetime | None = None
+    """EC2's ``LaunchTime``: ``reap`` dates an instance by it when the expiry tag is gone or garbled."""
 
     @property
     def live(self) -> bool:
@@ -153,6 +166,22 @@ def validate_label(label: str) -> str:
     if not _LABEL_RE.match(label):
         raise ConfigError(f"--label {label!r} must be 1-64 characters of letters, digits, '.', '_' or '-'")
     return label
+
+
+def validate_runner_user(user: str) -> str:
+    if not _USER_RE.match(user):
+        raise ConfigError(f"runner user {user!r} must be a Linux user name (lowercase letters, digits, '_', '-')")
+    if user in SUDO_USERS:
+        raise ConfigError(
+            f"runner user {user!r} is root or has passwordless sudo on common AMIs: the PR code it runs could "
+            f"cancel the TTL shutdown; use a dedicated user such as {DEFAULT_RUNNER_USER!r}"
+        )
+    return user
+
+
+def new_label() -> str:
+    """An unguessable, single-purpose runner label (``precisionbot-`` + 128 random bits)."""
+    return f"{NAME_PREFIX}{secrets.token_hex(LABEL_RANDOM_HEX // 2)}"
 
 
 def validate_instance_id(instance_id: str) -> str:

@@ -7,7 +7,7 @@ import shlex
 from importlib import resources
 
 from precisionbot.errors import ConfigError
-from precisionbot.runners.model import RunnerSpec
+from precisionbot.runners.model import RunnerSpec, validate_runner_user
 
 TEMPLATE = "runner-user-data.sh.j2"
 USER_DATA_LIMIT_BYTES = 16 * 1024
@@ -26,6 +26,7 @@ def render_user_data(spec: RunnerSpec, jit_config: str) -> str:
         raise ConfigError(f"runner version {spec.runner_version!r} must look like 2.328.0")
     if spec.runner_sha256 is not None and not _SHA256_RE.match(spec.runner_sha256):
         raise ConfigError("runner sha256 must be 64 lowercase hex digits (from the actions/runner release page)")
+    validate_runner_user(spec.runner_user)
     if spec.ttl_minutes < 1:
         raise ConfigError(f"--ttl-minutes must be at least 1, got {spec.ttl_minutes}")
     source = (resources.files("precisionbot") / "templates" / TEMPLATE).read_text(encoding="utf-8")

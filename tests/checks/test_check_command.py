@@ -11,6 +11,7 @@ import pytest
 
 from precisionbot.commands import check
 from precisionbot.errors import ConfigError, EngineError
+from precisionbot.gh.provenance import config_digest
 from precisionbot.resultdir import read_records, read_result
 from tests.engines.fake_sglang import Behaviour, fake_sglang
 
@@ -39,6 +40,7 @@ def test_check_writes_result_and_arrays_and_prints_table(tmp_path: Path, capsys:
         assert set(c["stats"]) >= {"positions", "samples", "mean_k3", "p50", "p99", "p999", "max", "frac_over"}
         assert set(c["stats"]["frac_over"]) >= {"1e-4", "1e-3", "1e-2"}
     assert set(read_records(out)) == {"match", "prefill_cache_hit", "decode_cache_hit"}
+    assert raw["config_sha256"] == config_digest(None)  # which config judged it (the comment job compares)
     table = capsys.readouterr().out
     assert "match" in table and "PASS" in table and "verdict: PASS (exit 0)" in table
 

@@ -96,6 +96,7 @@ def _error(data: Any) -> str:
         ({"github": {"permissions": {"rerun": "push"}}}, "'github.permissions.rerun' must be one of read, triage"),
         ({"github": {"pr_suite": "nope"}}, "key 'github.pr_suite' names suite 'nope', which is not defined"),
         ({"github": {"comment_per_suite": "yes"}}, "key 'github.comment_per_suite' must be true or false"),
+        ({"github": {"pr_suite": "baseline"}}, "PR runs must not record baselines"),
         ({"runner": {"kind": "k8s"}}, "key 'runner.kind' must be one of ec2, pool"),
         ({"runner": {"security_groups": "sg-1"}}, None),
         ({"baselines": {"store": 3.5, "path": "x"}}, "unknown key 'baselines.path'"),

@@ -209,3 +209,39 @@ def test_comment_without_github_says_it_was_not_posted_and_keeps_the_verdict(
     assert COMMENT_MARKER in captured.out  # the comment itself, for a human to read
     (line,) = captured.err.splitlines()
     assert line.startswith(f"precisionbot: the PR comment was not posted: {why}")
+
+
+def test_results_judged_with_another_config_are_flagged(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from precisionbot.gh.provenance import config_digest
+    from precisionbot.resultdir import read_result
+
+    base = tmp_path / "precision.yml"
+    base.write_text("thresholds:\n  default:\n    kl_div: 0.0025\n")
+    trusted = config_digest(str(base))
+    loosened = tmp_path / "pr.yml"
+    loosened.write_text("thresholds:\n  default:\n    kl_div: 1.0\n")
+    dirs = []
+    for name, digest in (("same", trusted), ("loose", config_digest(str(loosened)))):
+        directory = result_dir(tmp_path, name, Verdict.PASS, model=name)
+        run = read_result(directory)
+        write_result(Path(directory), replace(run, extra={**run.extra, "config_sha256": digest}))
+        dirs.append(directory)
+    fake_github.add_pull(7)
+    env = env_for(fake_github, tmp_path)
+    assert (
+        comment_action(env, Config.default(), rest(fake_github), dirs, pr=7, out=io.StringIO(), trusted_config=trusted)
+        == 0
+    )
+    body = str(fake_github.comments(7)[0]["body"])
+    assert body.startswith(COMMENT_MARKER + "\n> [!WARNING]")
+    assert "`loose@tp1`: the checks ran with a config that is not the base branch's" in body
+    assert "same@tp1`:" not in body
+    assert (
+        comment_action(
+            env, Config.default(), rest(fake_github), dirs[:1], pr=7, out=io.StringIO(), trusted_config=trusted
+        )
+        == 0
+    )
+    assert "[!WARNING]" not in str(fake_github.comments(7)[0]["body"])

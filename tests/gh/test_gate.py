@@ -56,6 +56,10 @@ def pull(fork: bool = False, sha: str = HEAD, state: str = "open") -> PullInfo:
     return PullInfo(7, sha, "mallory/engine" if fork else REPO, REPO, "bob", state=state)
 
 
+def dispatch(inputs: dict[str, str], ref: str = "refs/heads/main") -> Event:
+    return Event(name="workflow_dispatch", sha="f" * 40, ref=ref, default_branch="main", sender="dave", inputs=inputs)
+
+
 def facts(**kw: Any) -> Facts:
     base: dict[str, Any] = dict(bot_login=BOT, pull=pull(), permission="write", head_committed_at=T0)
     base.update(kw)
@@ -102,7 +106,15 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
         "rerun by writer",
         comment_event(),
         facts(),
-        dict(run=True, sha=HEAD, pr=7, suite="pr", mode="check", reactions=("eyes", "rocket"), reply=None),
+        dict(
+            run=True,
+            sha=HEAD,
+            pr=7,
+            suite="pr",
+            mode="check",
+            reactions=("eyes", "rocket"),
+            reply=f"🚀 Running suite `pr` (check) on commit `{HEAD}`.",
+        ),
     ),
     ("rerun by reader", comment_event(), facts(permission="read"), dict(run=False, reactions=("eyes", "confused"))),
     ("edited comment", comment_event(action="edited"), facts(), dict(run=False, reactions=())),
@@ -155,6 +167,25 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
     ),
     ("fork without sha=", comment_event(), facts(pull=pull(fork=True)), dict(run=False, reason="fork")),
     ("fork with sha=", comment_event(f"/precision rerun sha={HEAD}"), facts(pull=pull(fork=True)), dict(run=True)),
+    # A 7-hex prefix (28 bits) is ground in minutes: a fork's head must be named in full, even when it matches.
+    (
+        "fork with a short sha=",
+        comment_event("/precision rerun sha=1234567"),
+        facts(pull=pull(fork=True)),
+        dict(run=False, reason="fork"),
+    ),
+    (
+        "fork with a 39-hex sha=",
+        comment_event(f"/precision rerun sha={HEAD[:39]}"),
+        facts(pull=pull(fork=True)),
+        dict(run=False, reason="fork"),
+    ),
+    (
+        "fork with a full sha= that moved",
+        comment_event(f"/precision rerun sha={'a' * 40}"),
+        facts(pull=pull(fork=True)),
+        dict(run=False, reason="head moved"),
+    ),
     ("closed PR", comment_event(), facts(pull=pull(state="closed")), dict(run=False)),
     ("rerun options", comment_event("/precision rerun checks=match samples=8"), facts(), dict(run=True)),
     (
@@ -191,15 +222,36 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
     ("schedule", Event(name="schedule", sha="f" * 40), Facts(), dict(run=True, sha="f" * 40, mode="baseline")),
     (
         "dispatch",
-        Event(name="workflow_dispatch", sha="f" * 40, inputs={"suite": "consistency"}),
-        Facts(),
+        dispatch({"suite": "consistency"}),
+        Facts(permission="write"),
         dict(run=True, suite="consistency", mode="check"),
     ),
+    ("dispatch with pr", dispatch({"pr": "12"}), Facts(permission="write"), dict(run=True, suite="pr", pr=12)),
+    ("dispatch by a reader", dispatch({}), Facts(permission="read"), dict(run=False, reason="may not dispatch")),
+    # Baseline mode by dispatch: the same role and branch rules as /precision baseline.
     (
-        "dispatch with pr",
-        Event(name="workflow_dispatch", sha="f" * 40, inputs={"pr": "12"}),
-        Facts(),
-        dict(run=True, suite="pr", pr=12),
+        "dispatch baseline by maintainer on main",
+        dispatch({"suite": "baseline"}),
+        Facts(permission="maintain"),
+        dict(run=True, suite="baseline", mode="baseline"),
+    ),
+    (
+        "dispatch baseline by writer",
+        dispatch({"suite": "baseline"}),
+        Facts(permission="write"),
+        dict(run=False, reason="needs the maintain role"),
+    ),
+    (
+        "dispatch baseline from a branch",
+        dispatch({"suite": "baseline"}, ref="refs/heads/evil"),
+        Facts(permission="admin"),
+        dict(run=False, reason="from the default branch"),
+    ),
+    (
+        "dispatch baseline from a tag",
+        dispatch({"suite": "baseline"}, ref="refs/tags/main"),
+        Facts(permission="admin"),
+        dict(run=False, reason="from the default branch"),
     ),
     ("other event", Event(name="release"), Facts(), dict(run=False)),
 ]
@@ -257,11 +309,28 @@ def test_needs_fetch_only_what_decides() -> None:
     assert not needs(comment_event("hi"), CONFIG, BOT).acknowledged
     assert not needs(comment_event(action="edited"), CONFIG, BOT).acknowledged
     assert not needs(comment_event(comment_user=BOT), CONFIG, BOT).acknowledged
+    assert needs(dispatch({}), CONFIG, BOT).permission_of == "dave"
+
+
+def test_fork_refusal_quotes_the_full_head() -> None:
+    d = decide(comment_event("/precision rerun sha=1234567"), facts(pull=pull(fork=True)), CONFIG)
+    assert d.reply and f"sha={HEAD}`" in d.reply and "short" in d.reply
+
+
+def test_baseline_reply_echoes_the_pinned_commit() -> None:
+    d = decide(comment_event("/precision baseline"), facts(permission="admin", default_head="d" * 40), CONFIG)
+    assert d.reply == f"🚀 Running suite `baseline` (baseline) on commit `{'d' * 40}`."
+
+
+def test_dispatch_event_keeps_its_ref() -> None:
+    event = parse_event("workflow_dispatch", {"ref": "refs/heads/dev", "inputs": {"suite": "baseline"}}, "f" * 40)
+    assert event.ref == "refs/heads/dev"
 
 
 def test_unknown_dispatch_suite_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="no suite 'nope'"):
-        decide(Event(name="workflow_dispatch", sha="f" * 40, inputs={"suite": "nope"}), Facts(), CONFIG)
+        event = Event(name="workflow_dispatch", sha="f" * 40, inputs={"suite": "nope"})
+        decide(event, Facts(permission="write"), CONFIG)
 
 
 def test_parse_event_from_payloads() -> None:
@@ -299,3 +368,12 @@ def test_garbled_payload_is_a_data_error_naming_the_field() -> None:
 def test_schedule_without_github_sha_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="GITHUB_SHA"):
         decide(Event(name="schedule"), Facts(), CONFIG)
+
+
+def test_fork_code_never_runs_on_a_persistent_pool() -> None:
+    pool = Config.from_mapping({"runner": {"kind": "pool"}, "github": {"paths": ["**"]}})
+    fork_rerun = decide(comment_event(f"/precision rerun sha={HEAD}"), facts(pull=pull(fork=True)), pool)
+    assert not fork_rerun.run and fork_rerun.reply and "persistent pool" in fork_rerun.reply
+    label = pr_event("labeled", fork=True, label="precision-safe-to-test")
+    assert not decide(label, Facts(permission="admin"), pool).run
+    assert decide(comment_event(), facts(), pool).run  # same-repository code may use the pool

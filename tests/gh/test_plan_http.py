@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ def test_permission_matrix(
     assert outputs["run"] == ("true" if runs else "false")
     reactions = fake_github.reactions(comment["id"])
     if runs:
-        assert reactions == ["eyes", "rocket"] and replies(fake_github) == []
+        assert reactions == ["eyes", "rocket"] and replies(fake_github)[0].startswith("🚀 Running suite")
         assert outputs["sha"] == (HEAD if verb == "rerun" else "d" * 40)
         assert outputs["mode"] == ("check" if verb == "rerun" else "baseline")
         assert json.loads(outputs["matrix"])["include"][0]["suite"] == ("pr" if verb == "rerun" else "baseline")
@@ -124,10 +125,14 @@ def test_fork_rerun_needs_the_reviewed_sha(fake_github: FakeGitHub, tmp_path: Pa
     fake_github.set_permission("alice", "write")
     bare = fake_github.add_comment(7, "/precision rerun", created_at="2026-01-01T00:01:00Z")
     outputs, _ = run(fake_github, tmp_path, "issue_comment", comment_payload(fake_github, bare))
-    assert outputs["run"] == "false" and f"sha={HEAD[:12]}" in replies(fake_github)[0]
-    pinned = fake_github.add_comment(7, f"/precision rerun sha={HEAD[:12]}", created_at="2026-01-01T00:02:00Z")
+    assert outputs["run"] == "false" and f"sha={HEAD}`" in replies(fake_github)[0]
+    short = fake_github.add_comment(7, f"/precision rerun sha={HEAD[:12]}", created_at="2026-01-01T00:02:00Z")
+    outputs, _ = run(fake_github, tmp_path, "issue_comment", comment_payload(fake_github, short))
+    assert outputs["run"] == "false" and "short" in replies(fake_github)[1]
+    pinned = fake_github.add_comment(7, f"/precision rerun sha={HEAD}", created_at="2026-01-01T00:03:00Z")
     outputs, _ = run(fake_github, tmp_path, "issue_comment", comment_payload(fake_github, pinned))
     assert outputs["run"] == "true" and outputs["sha"] == HEAD
+    assert replies(fake_github)[2] == f"🚀 Running suite `pr` (check) on commit `{HEAD}`."
 
 
 def test_fork_label_by_maintainer_runs_the_labelled_head(fake_github: FakeGitHub, tmp_path: Path) -> None:
@@ -218,3 +223,16 @@ def test_actions_token_without_user_endpoint_falls_back_to_github_actions_login(
     comment = fake_github.add_comment(7, "/precision help", user="github-actions[bot]", user_type="User")
     outputs, _ = run(fake_github, tmp_path, "issue_comment", comment_payload(fake_github, comment))
     assert outputs["run"] == "false" and "bot" in outputs["reason"]
+
+
+def test_each_plan_gives_its_cells_fresh_unguessable_runner_labels(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    fake_github.add_pull(7, head_sha=HEAD, committed_at="2026-01-01T00:00:00Z")
+    fake_github.set_permission("alice", "write")
+    comment = fake_github.add_comment(7, "/precision rerun", created_at="2026-01-01T00:01:00Z")
+    labels = []
+    for _ in range(2):
+        outputs, _ = run(fake_github, tmp_path, "issue_comment", comment_payload(fake_github, comment))
+        (cell,) = json.loads(outputs["matrix"])["include"]
+        assert re.fullmatch(r"precisionbot-[0-9a-f]{32}-0", cell["label"])
+        labels.append(cell["label"])
+    assert labels[0] != labels[1]

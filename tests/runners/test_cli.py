@@ -76,9 +76,12 @@ def test_launch_then_terminate_by_run_id(
     outputs = read_outputs(out)
     (instance,) = instances()
     assert outputs["instance-id"] == instance["InstanceId"]
-    assert outputs["label"].startswith("precisionbot-4242-")
-    assert outputs["labels"] == f'["self-hosted", "linux", "{outputs["label"]}"]'
-    assert [r["name"] for r in github.runners()] == [outputs["label"]]
+    # One unguessable label, and nothing generic that another job's runs-on could ask for.
+    assert re.fullmatch(r"precisionbot-[0-9a-f]{32}", outputs["label"])
+    assert outputs["labels"] == f'["{outputs["label"]}"]'
+    (registered,) = github.runners()
+    assert registered["name"].startswith("precisionbot-4242-")
+    assert [item["name"] for item in registered["labels"]] == [outputs["label"]]
 
     assert main(["runner", "terminate", "--run-id", "4242"]) == 0
     assert boto3.client("ec2").describe_instances()["Reservations"][0]["Instances"][0]["State"]["Name"] in (
@@ -217,3 +220,30 @@ def test_launch_names_the_missing_flag(
     assert main(["runner", "launch", *argv]) == 3
     line = one_line_error(capsys.readouterr().err)
     assert message in line and "None" not in line
+
+
+def test_launch_in_a_models_region_is_terminated_there(
+    cloud: Ec2Cloud, github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The model's runner lives in another region than the top level's and boto3's default (us-east-1):
+    # terminate must look where launch started it.
+    config = tmp_path / "precision.yml"
+    config.write_text(
+        "runner:\n  region: us-west-2\n"
+        "models:\n  - name: big\n    path: org/big\n    runner:\n      region: eu-west-1\n"
+    )
+    out = tmp_path / "github_output"
+    out.touch()
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    with runners_come_online(github):
+        args = [*LAUNCH, "--config", str(config), "--model", "big", "--poll-interval", "0.05"]
+        assert main(args) == 0
+    assert read_outputs(out)["region"] == "eu-west-1"
+    europe = boto3.client("ec2", region_name="eu-west-1")
+    (instance,) = [i for r in europe.describe_instances()["Reservations"] for i in r["Instances"]]
+    assert instances() == []  # nothing in the default region
+
+    assert main(["runner", "terminate", "--run-id", "4242", "--config", str(config)]) == 0
+    state = europe.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"][0]["Instances"][0]
+    assert state["State"]["Name"] in ("shutting-down", "terminated")
+    assert github.runners() == []

@@ -318,3 +318,26 @@ def test_a_cancelled_launch_cleans_up_before_it_unwinds(
         )
     assert [state_of(i["InstanceId"]) for i in all_instances()] in (["shutting-down"], ["terminated"])
     assert github.runners() == []
+
+
+def _instance_with_tags(tags: list[dict[str, str]]) -> str:
+    reply = ec2().run_instances(
+        ImageId="ami-12c6146b", MinCount=1, MaxCount=1, TagSpecifications=[{"ResourceType": "instance", "Tags": tags}]
+    )
+    return str(reply["Instances"][0]["InstanceId"])
+
+
+def test_reap_dates_instances_with_a_missing_or_garbled_expiry_tag_by_their_launch(cloud: Ec2Cloud) -> None:
+    # Someone deleted or edited the expiry tag: the instance must not live forever because of it.
+    missing = _instance_with_tags([{"Key": "precisionbot:label", "Value": "precisionbot-x"}])
+    garbled = _instance_with_tags(
+        [{"Key": "precisionbot:run-id", "Value": "9"}, {"Key": "precisionbot:expires-at", "Value": "never"}]
+    )
+    untagged = ec2().run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    launched = cloud.find_instances(instance_ids=[missing])[0].launched_at
+    assert launched is not None
+    young = reap(cloud=cloud, registry=None, now=launched + timedelta(minutes=59), max_age=timedelta(hours=1))
+    assert young.instances == ()
+    old = reap(cloud=cloud, registry=None, now=launched + timedelta(hours=2), max_age=timedelta(hours=1))
+    assert sorted(i.id for i in old.instances) == sorted([missing, garbled])
+    assert state_of(missing) in ("shutting-down", "terminated") and state_of(untagged) == "running"

@@ -29,14 +29,21 @@ def _stub(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
-def _run(tmp_path: Path, script: str, tarball: Path | None = None) -> list[str]:
+def _run(tmp_path: Path, script: str, tarball: Path | None = None, sudo_rules: str = "") -> list[str]:
     """Run the script with shutdown/sudo/curl/... replaced by stubs that append what they were asked to do
     to a log, so the test sees the order of events without touching the machine."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     log = tmp_path / "events.log"
     _stub(bin_dir, "shutdown", 'echo "shutdown $*" >> "$EVENTS"')
-    _stub(bin_dir, "sudo", 'echo "sudo $1 $2" >> "$EVENTS"; shift 3; exec "$@"')
+    _stub(
+        bin_dir,
+        "sudo",
+        'if [ "$1" = -l ]; then echo "sudo -l $3" >> "$EVENTS"; printf "%s" "$SUDO_RULES"; exit 0; fi\n'
+        'echo "sudo $1 $2" >> "$EVENTS"; shift 3; exec "$@"',
+    )
+    for name in ("gpasswd", "usermod", "getent"):
+        _stub(bin_dir, name, "exit 0")
     _stub(bin_dir, "tee", "cat > /dev/null")
     _stub(bin_dir, "id", "exit 0")
     _stub(bin_dir, "chown", "exit 0")
@@ -49,7 +56,12 @@ def _run(tmp_path: Path, script: str, tarball: Path | None = None) -> list[str]:
     )
     path = tmp_path / "user-data.sh"
     path.write_text(script)
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "EVENTS": str(log), "HOME": str(tmp_path)}
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "EVENTS": str(log),
+        "HOME": str(tmp_path),
+        "SUDO_RULES": sudo_rules,
+    }
     subprocess.run(["bash", str(path)], env=env, cwd=tmp_path, timeout=30, check=False, capture_output=True)
     return log.read_text().splitlines() if log.exists() else []
 
@@ -134,7 +146,29 @@ def test_preinstalled_runner_runs_once_between_the_watchdog_and_power_off(tmp_pa
     script = render_user_data(runner_spec(ttl_minutes=30, runner_dir=str(runner_dir)), JIT)
     events = _run(tmp_path, script)
     assert events[0].startswith("shutdown -h +30 ")
-    assert events[1:] == ["sudo -u ubuntu", f"run.sh --jitconfig {JIT}", "shutdown -h now"]
+    assert events[1:] == [
+        "sudo -l precisionbot-runner",
+        "sudo -u precisionbot-runner",
+        f"run.sh --jitconfig {JIT}",
+        "shutdown -h now",
+    ]
+
+
+def test_a_runner_user_with_sudo_rights_never_runs_the_job(tmp_path: Path) -> None:
+    runner_dir = tmp_path / "actions-runner"
+    runner_dir.mkdir()
+    _extract(_runner_tarball(tmp_path), runner_dir)
+    script = render_user_data(runner_spec(runner_dir=str(runner_dir)), JIT)
+    rules = "User precisionbot-runner may run the following commands:\n    (ALL) NOPASSWD: ALL\n"
+    events = _run(tmp_path, script, sudo_rules=rules)
+    assert not any(e.startswith("run.sh") for e in events)
+    assert events[-1] == "shutdown -h now"
+
+
+@pytest.mark.parametrize("user", ["ubuntu", "root", "ec2-user", "Bad User"])
+def test_runner_users_with_sudo_or_bad_names_are_refused(user: str) -> None:
+    with pytest.raises(ConfigError, match="runner user"):
+        render_user_data(runner_spec(runner_user=user), JIT)
 
 
 def test_downloads_the_pinned_runner_and_verifies_its_checksum(tmp_path: Path) -> None:
