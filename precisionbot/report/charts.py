@@ -78,15 +78,19 @@ def safe_name(text: str) -> str:
     return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.-") else "?" for ch in text)[:40]
 
 
-def inline_svg(svg: str) -> str:
-    """matplotlib's SVG document as an element to inline in HTML: no XML prolog or DOCTYPE; refused if it
-    holds anything active (a script, an event handler, a link to outside the document)."""
+def inline_svg(svg: str, prefix: str = "") -> str:
+    """matplotlib's SVG document as an element to inline in HTML: no XML prolog or DOCTYPE, every id (and
+    every reference to one) prefixed with ``prefix`` so several charts in one page never share an id;
+    refused if it holds anything active (a script, an event handler, a link to outside the document)."""
     start = svg.find("<svg")
     if start < 0:
         raise ValueError("matplotlib produced no <svg> element")
     body = svg[start:].strip()
     if _ACTIVE.search(body):
         raise ValueError("a chart's SVG holds active content; refusing to inline it")
+    if prefix:
+        body = body.replace(' id="', f' id="{prefix}-').replace('href="#', f'href="#{prefix}-')
+        body = body.replace("url(#", f"url(#{prefix}-")
     return body
 
 
@@ -103,7 +107,7 @@ class _Drawing:
         self._canvas_cls(self.figure)
         with self._matplotlib.rc_context({**STYLE, "svg.hashsalt": self.key}):
             self.figure.savefig(buf, format="svg", metadata={"Date": None})
-        return inline_svg(buf.getvalue())
+        return inline_svg(buf.getvalue(), self.key)
 
 
 @contextmanager
