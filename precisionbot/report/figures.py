@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from precisionbot import metrics
 from precisionbot.report.buckets import bucket_numbers
-from precisionbot.results import CheckResult, PositionRecord, RunResult
+from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
 
 F64 = npt.NDArray[np.float64]
 
@@ -329,7 +329,8 @@ def kl_cdf(check: CheckResult, record: PositionRecord, points: int = CDF_POINTS)
 def section_figures(run: RunResult, records: Mapping[str, PositionRecord]) -> SectionFigures:
     """Every figure a result directory supports (a check without per-position arrays draws only its stats)."""
     lines = []
-    for c in run.checks:
+    # Failing checks first: the first chart on the page is the one that explains the verdict.
+    for c in sorted(run.checks, key=lambda c: c.verdict is not Verdict.FAIL):
         record = records.get(c.name)
         drawn = position_lines(c, record, run.environment) if record is not None else None
         if drawn is not None:
