@@ -200,12 +200,17 @@ def _boundaries(environment: Mapping[str, Any], lo: int, hi: int) -> tuple[tuple
 
 
 def position_lines(
-    check: CheckResult, record: PositionRecord, environment: Mapping[str, Any], samples: int = LINE_SAMPLES
+    check: CheckResult,
+    record: PositionRecord,
+    environment: Mapping[str, Any],
+    samples: int = LINE_SAMPLES,
+    computed: tuple[F64, str] | None = None,
 ) -> PositionLines | None:
-    """The worst ``samples`` samples of ``check`` as lines along their positions."""
+    """The worst ``samples`` samples of ``check`` as lines along their positions (``computed``: the
+    :func:`record_values` of this record, when the caller has them already)."""
     if len(record) == 0:
         return None
-    values, measure = record_values(check, record)
+    values, measure = computed or record_values(check, record)
     threshold, label = _onset_threshold(check)
     score = np.where(np.isfinite(values), values, np.inf)
     ids = np.unique(record.sample)
@@ -250,11 +255,11 @@ def thin_scatter(kl: F64, flip: npt.NDArray[np.bool_], points: int = SCATTER_POI
     return np.flatnonzero(chosen).astype(np.int64)
 
 
-def margin_scatter(check: CheckResult, record: PositionRecord) -> MarginScatter | None:
+def margin_scatter(check: CheckResult, record: PositionRecord, kl: F64 | None = None) -> MarginScatter | None:
     """Seed 003's scatter: the baseline's top-2 gap against KL at every scored golden position."""
     if record.top_ids_ref is None or record.top_ids_test is None or record.top_lp_ref is None or len(record) == 0:
         return None
-    kl, _ = record_values(check, record)
+    kl = record_values(check, record)[0] if kl is None else kl
     if record.top_lp_ref.shape[1] < 2:
         return None
     margin = np.asarray(metrics.margin(record.top_lp_ref.astype(np.float64)), dtype=np.float64)
@@ -304,11 +309,11 @@ def depth_lines(check: CheckResult) -> DepthLines | None:
     )
 
 
-def kl_cdf(check: CheckResult, record: PositionRecord, points: int = CDF_POINTS) -> KlCdf | None:
+def kl_cdf(check: CheckResult, record: PositionRecord, points: int = CDF_POINTS, kl: F64 | None = None) -> KlCdf | None:
     """The CDF of per-position KL, one curve per document kind (``extra.sample_kinds``: prose, code)."""
     if record.top_ids_ref is None or len(record) == 0:
         return None
-    kl, _ = record_values(check, record)
+    kl = record_values(check, record)[0] if kl is None else kl
     kinds = check.extra.get("sample_kinds")
     groups: list[tuple[str, npt.NDArray[np.bool_]]] = [("all positions", np.ones(len(record), dtype=bool))]
     if isinstance(kinds, Sequence) and not isinstance(kinds, str) and kinds:
@@ -328,19 +333,21 @@ def kl_cdf(check: CheckResult, record: PositionRecord, points: int = CDF_POINTS)
 
 def section_figures(run: RunResult, records: Mapping[str, PositionRecord]) -> SectionFigures:
     """Every figure a result directory supports (a check without per-position arrays draws only its stats)."""
+    # Golden's per-position KL feeds three figures: computed once.
+    golden, golden_record = run.check("golden"), records.get("golden")
+    golden_values = record_values(golden, golden_record) if golden and golden_record is not None else None
     lines = []
     # Failing checks first: the first chart on the page is the one that explains the verdict.
     for c in sorted(run.checks, key=lambda c: c.verdict is not Verdict.FAIL):
         record = records.get(c.name)
-        drawn = position_lines(c, record, run.environment) if record is not None else None
+        computed = golden_values if c is golden else None
+        drawn = position_lines(c, record, run.environment, computed=computed) if record is not None else None
         if drawn is not None:
             lines.append(drawn)
-    golden = run.check("golden")
-    record = records.get("golden")
     scatter = cdf = None
-    if golden is not None and record is not None:
-        scatter = margin_scatter(golden, record)
-        cdf = kl_cdf(golden, record)
+    if golden is not None and golden_record is not None and golden_values is not None:
+        scatter = margin_scatter(golden, golden_record, golden_values[0])
+        cdf = kl_cdf(golden, golden_record, kl=golden_values[0])
     buckets = tuple(b for c in run.checks if (b := bucket_bars(c)) is not None)
     return SectionFigures(
         lines=tuple(lines),
