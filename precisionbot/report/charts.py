@@ -79,6 +79,12 @@ def safe_name(text: str) -> str:
     return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.-") else "?" for ch in text)[:40]
 
 
+def tick_label(text: str) -> str:
+    """Tick text from a result file (golden's depth labels): printable, at most 24 characters; drawn with
+    ``parse_math=False`` so a ``$`` is a dollar sign, never matplotlib math text."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)[:24]
+
+
 def inline_svg(svg: str, prefix: str = "") -> str:
     """matplotlib's SVG document as an element to inline in HTML: no XML prolog or DOCTYPE, every id (and
     every reference to one) prefixed with ``prefix`` so several charts in one page never share an id;
@@ -204,7 +210,7 @@ def _bucket_chart(key: str, fig: BucketBars) -> Chart:
             ax.bar([x + 0.2 for x in xs], band, width=0.4, color="#95a5a6", label="noise band")
         for x, p, n in zip(xs, pct, fig.flips, strict=True):
             ax.annotate(f"{n:,}", (x - 0.2, p), ha="center", va="bottom", fontsize=7, annotation_clip=False)
-        ax.set_xticks(xs, fig.labels)
+        ax.set_xticks(xs, [tick_label(t) for t in fig.labels], parse_math=False)
         ax.set_xlabel("baseline top-2 gap (margin, nats)")
         ax.set_ylabel("flip rate (%)")
         ax.legend(loc="upper right")
@@ -229,7 +235,7 @@ def _depth_chart(key: str, fig: DepthLines) -> Chart:
             (fig.kl_p50, "p50", "#2471a3"),
         ):
             ax.plot(xs, values, marker="o", ms=3.5, lw=1.2, color=color, label=name)
-        ax.set_xticks(xs, fig.labels)
+        ax.set_xticks(xs, [tick_label(t) for t in fig.labels], parse_math=False)
         ax.set_yscale("log")
         _log_axis(ax.yaxis)
         ax.set_xlabel("context depth (tokens); the last point is the decode tail")

@@ -113,7 +113,17 @@ def hostile(base_url: str) -> list[ReportSection]:
         reasons=(texts[2],),
         stats=scenarios.stats(0.01, 0.2, 1.2, 0.05),
     )
+    # Labels a chart draws (golden's depth buckets) are result-file text too: math text and markup.
+    depth = [
+        {"depth": label, "positions": 100, "kl_p50": 1e-5, "kl_p99": 1e-3, "kl_max": 0.1, "flips": 1}
+        for label in ("$\\frac{1}{0}$", texts[0], "$x^{")
+    ]
+    golden = CheckResult(
+        name="golden",
+        verdict=Verdict.PASS,
+        stats=scenarios.stats(1e-6, 1e-5, 1e-4, 0.0, kl_p50=1e-6, kl_p99=1e-5, kl_max=1e-4, by_depth=depth),
+    )
     record = scenarios.restore_record(n_samples=2, n_pos=50)
-    run = scenarios.run([check, hostile_name], model=texts[0], gpu=texts[3])
+    run = scenarios.run([check, hostile_name, golden], model=texts[0], gpu=texts[3])
     records = {"match": record, hostile_name.name: record}
     return [ReportSection(label=texts[1], run=run, records=records)]

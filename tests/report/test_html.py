@@ -94,6 +94,8 @@ def test_hostile_text_is_text() -> None:
         assert cap(visible(hostile)) in text  # the token cell: shown, literally
         assert visible(hostile) in text  # its neighbours' context: in full
     assert "window.__pwned=1;fetch(" in text
+    depth_chart = page[page.index('id="s0-depth"') :].split("</figure>")[0]
+    assert "$\\frac{1}{0}$" in depth_chart  # a depth label drawn as it is, not as math text
 
 
 def test_the_comment_view_and_the_page_say_the_same() -> None:
