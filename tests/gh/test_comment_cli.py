@@ -209,16 +209,3 @@ def test_comment_without_github_says_it_was_not_posted_and_keeps_the_verdict(
     assert COMMENT_MARKER in captured.out  # the comment itself, for a human to read
     (line,) = captured.err.splitlines()
     assert line.startswith(f"precisionbot: the PR comment was not posted: {why}")
-
-
-def test_the_comment_and_the_summary_link_the_full_report(fake_github: FakeGitHub, tmp_path: Path) -> None:
-    fake_github.add_pull(7)
-    url = "https://github.com/o/r/actions/runs/42/artifacts/1234"
-    env = ActionEnv.from_mapping({"PRECISIONBOT_REPORT_URL": url})
-    assert env.report_url == url
-    env = ActionEnv(**{**env_for(fake_github, tmp_path).__dict__, "report_url": url})
-    comment_action(env, Config.default(), rest(fake_github), [result_dir(tmp_path, "a", Verdict.FAIL)], pr=7)
-    link = f"[full report (HTML, with charts)]({url})"
-    (comment,) = fake_github.comments(7)
-    assert link in str(comment["body"])
-    assert link in (tmp_path / "summary.md").read_text()
