@@ -190,3 +190,12 @@ def test_context_round_trips_and_is_capped() -> None:
     assert len(back.context_before) == len(back.context_after) == CONTEXT_MAX_CHARS
     assert "context_before" not in WorstPosition(0, 1, 2, "t", -1.0, -2.0, 1.0, 0.7).to_dict()
     assert np.isfinite(back.k3)
+
+
+def test_a_matrix_is_one_page_with_a_section_each() -> None:
+    page = render_html(scenarios.matrix())
+    p = parse(page)
+    anchors = [a["href"] for t, a in p.tags if t == "a" and (a.get("href") or "").startswith("#section-")]
+    assert anchors == ["#section-0", "#section-1"]
+    assert [a["id"] for t, a in p.tags if t == "section"] == ["section-0", "section-1"]
+    assert "2 configurations: 1 pass, 1 fail" in "".join(p.text)
