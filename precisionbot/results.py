@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -146,6 +146,21 @@ class PositionRecord:
         return PositionRecord.from_arrays(merged)
 
 
+CONTEXT_TOKENS = 4
+"""Tokens of context kept either side of a worst position."""
+CONTEXT_MAX_CHARS = 120
+"""Characters of context kept either side (read back capped too)."""
+
+
+def token_context(texts: Sequence[str | None], index: int, lo: int = 0, hi: int | None = None) -> tuple[str, str]:
+    """The text of up to :data:`CONTEXT_TOKENS` tokens before and after ``texts[index]``, within
+    ``texts[lo:hi]`` (one sample's tokens)."""
+    end = len(texts) if hi is None else min(hi, len(texts))
+    before = "".join(t or "" for t in texts[max(lo, index - CONTEXT_TOKENS) : index])
+    after = "".join(t or "" for t in texts[index + 1 : min(end, index + 1 + CONTEXT_TOKENS)])
+    return before[-CONTEXT_MAX_CHARS:], after[:CONTEXT_MAX_CHARS]
+
+
 @dataclass(frozen=True)
 class WorstPosition:
     """One of a check's worst positions, as shown in the report."""
@@ -163,6 +178,10 @@ class WorstPosition:
     """The reference path's top-1 minus top-2 logprob at this position (nats), when known."""
     flip: bool | None = None
     """Whether the top-1 token differs between the two paths, when known."""
+    context_before: str = ""
+    """The text of a few tokens before this one in the same sample (the HTML report shows it), when known."""
+    context_after: str = ""
+    """The text of a few tokens after it."""
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -179,6 +198,10 @@ class WorstPosition:
             out["margin_ref"] = self.margin_ref
         if self.flip is not None:
             out["flip"] = self.flip
+        if self.context_before:
+            out["context_before"] = self.context_before
+        if self.context_after:
+            out["context_after"] = self.context_after
         return out
 
     @classmethod
@@ -194,6 +217,9 @@ class WorstPosition:
             k3=float(data["k3"]),
             margin_ref=None if data.get("margin_ref") is None else float(data["margin_ref"]),
             flip=None if data.get("flip") is None else bool(data["flip"]),
+            # Context is shown, never parsed: capped so a hostile result cannot bloat the report.
+            context_before=str(data.get("context_before") or "")[-CONTEXT_MAX_CHARS:],
+            context_after=str(data.get("context_after") or "")[:CONTEXT_MAX_CHARS],
         )
 
 

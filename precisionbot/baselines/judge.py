@@ -24,7 +24,7 @@ from precisionbot.baselines.compare import Comparison, depth_label
 from precisionbot.config import GoldenThresholds
 from precisionbot.fmt import percent
 from precisionbot.noise import NoiseBand, confident_flip_limit, confident_flips, expected_flips, flips_by_margin
-from precisionbot.results import Verdict, WorstPosition
+from precisionbot.results import Verdict, WorstPosition, token_context
 
 NLL_Z = 4.0
 """Standard errors (block-estimated) a mean logprob drift must exceed before it can fail a run."""
@@ -176,6 +176,12 @@ def worst_positions(c: Comparison, count: int = 10, texts: Sequence[str] | None 
     key = np.where(np.isfinite(c.kl), c.kl, np.inf)
     order = np.argsort(-key, kind="stable")[:count]
     k3 = metrics.k3(c.delta)
+    # Context from the same sample only (rows are grouped by sample, in position order).
+    starts = np.searchsorted(c.sample, c.sample, side="left") if len(c) else c.sample
+    ends = np.searchsorted(c.sample, c.sample, side="right") if len(c) else c.sample
+    context = [
+        token_context(texts, int(i), int(starts[i]), int(ends[i])) if texts is not None else ("", "") for i in order
+    ]
     return tuple(
         WorstPosition(
             sample=int(c.sample[i]),
@@ -188,6 +194,8 @@ def worst_positions(c: Comparison, count: int = 10, texts: Sequence[str] | None 
             k3=float(k3[i]),
             margin_ref=float(c.margin[i]),
             flip=bool(c.flip[i]),
+            context_before=before,
+            context_after=after,
         )
-        for i in order
+        for i, (before, after) in zip(order, context, strict=True)
     )

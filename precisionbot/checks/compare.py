@@ -17,7 +17,15 @@ from precisionbot import metrics
 from precisionbot.config import ThresholdSet
 from precisionbot.divergence import sample_shapes
 from precisionbot.fmt import plain as _fmt
-from precisionbot.results import CacheStats, CheckResult, PositionRecord, SampleSummary, Verdict, WorstPosition
+from precisionbot.results import (
+    CacheStats,
+    CheckResult,
+    PositionRecord,
+    SampleSummary,
+    Verdict,
+    WorstPosition,
+    token_context,
+)
 
 WORST_POSITIONS = 10
 STAT_THRESHOLDS = (1e-4, 1e-3, 1e-2)
@@ -147,6 +155,7 @@ def _worst(
         s, j = samples[si], int(idx - offsets[si])
         text = s.token_text[j] if j < len(s.token_text) else None
         margin = None if s.margin_ref is None else float(s.margin_ref[j])
+        before, after = token_context(s.token_text, j)
         out.append(
             WorstPosition(
                 sample=s.sample,
@@ -159,6 +168,8 @@ def _worst(
                 k3=float(k3[idx]),
                 margin_ref=margin if margin is not None and math.isfinite(margin) else None,
                 flip=None if flips is None else bool(flips[idx]),
+                context_before=before,
+                context_after=after,
             )
         )
     return tuple(out)

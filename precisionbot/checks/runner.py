@@ -114,6 +114,11 @@ def run_suite(
         environment.update(
             {k: v for k, v in (("engine_version", server.version), ("model_path", server.model_path)) if v is not None}
         )
+        # Where the engine splits work: the HTML report marks these positions on its per-position charts.
+        for key in ("chunked_prefill_size", "sliding_window_size"):
+            value = server.raw.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                environment[key] = value
     except EngineError:
         pass  # already reflected in the checks' verdicts
     result = RunResult.from_checks(

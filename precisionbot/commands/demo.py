@@ -4,7 +4,8 @@
 2. start the builtin engine with a fault — by default ``restore-layer0-only``, a "PR" that breaks the
    prefix-cache restore (a cache hit restores only layer 0's state: seed 001's Falcon bug);
 3. run the PR suite (``match``, ``prefill_cache_hit``, ``decode_cache_hit``, ``golden``) against it;
-4. print the PR comment and write ``comment.md``, ``summary.md`` and the result directory to ``--out``.
+4. print the PR comment and write ``comment.md``, ``summary.md``, ``report.html`` (the charts) and the result
+   directory to ``--out``.
 
 The exit code is the faulty run's verdict, like ``precisionbot check``: a demo of a bug exits **1** (the
 bot caught it), ``--fault none`` exits 0, and an inconclusive run 2. Sizes default small (8 samples × 64
@@ -171,6 +172,22 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise DataError(f"cannot write the report to {out}: {exc.strerror or exc}; check --out") from exc
     sys.stdout.write(comment)
+    html = write_html_report(section, out / "report.html", steps)
     code = result.verdict.exit_code
-    steps.note(f"verdict {str(result.verdict).upper()} (exit {code}); comment.md, summary.md and result/ are in {out}/")
+    files = f"comment.md, summary.md, {html}result/"
+    steps.note(f"verdict {str(result.verdict).upper()} (exit {code}); {files} are in {out}/")
     return code
+
+
+def write_html_report(section: Any, path: Path, steps: Steps) -> str:
+    """``report.html`` beside the comment (the charts need the ``report`` extra: without it, say so and go on)."""
+    from precisionbot.report.html import render_html
+
+    try:
+        path.write_text(render_html([section]), encoding="utf-8")
+    except ConfigError as exc:  # matplotlib missing: the Markdown report is still complete
+        steps.note(f"no report.html: {exc}")
+        return ""
+    except OSError as exc:
+        raise DataError(f"cannot write {path}: {exc.strerror or exc}; check --out") from exc
+    return "report.html, "

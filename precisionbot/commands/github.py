@@ -41,6 +41,9 @@ class ActionEnv:
     """``PRECISIONBOT_CONFIG``: the config file (default ``.github/precision.yml`` when it exists)."""
     bot_login: str = "github-actions[bot]"
     """``PRECISIONBOT_BOT_LOGIN``: our login when the token may not call ``GET /user`` (Actions' token)."""
+    report_url: str | None = None
+    """``PRECISIONBOT_REPORT_URL``: the uploaded HTML report, linked as "full report" (upload-artifact's
+    ``artifact-url`` output)."""
 
     @classmethod
     def from_mapping(cls, env: Mapping[str, str]) -> ActionEnv:
@@ -60,6 +63,7 @@ class ActionEnv:
             step_summary=get("GITHUB_STEP_SUMMARY"),
             config_path=get("PRECISIONBOT_CONFIG"),
             bot_login=get("PRECISIONBOT_BOT_LOGIN") or "github-actions[bot]",
+            report_url=get("PRECISIONBOT_REPORT_URL"),
         )
 
     @property
@@ -195,7 +199,11 @@ def comment_action(
         run = read_result(directory)
         sections.append(ReportSection(label=_label(directory, run), run=run, records=read_records(directory)))
     verdict = Verdict.combine(s.run.verdict for s in sections)
-    links = ReportLinks(run_url=env.run_url, artifact_url=f"{env.run_url}#artifacts" if env.run_url else None)
+    links = ReportLinks(
+        run_url=env.run_url,
+        artifact_url=f"{env.run_url}#artifacts" if env.run_url else None,
+        report_url=env.report_url,
+    )
     marker = comment_marker(suite if config.github.comment_per_suite else None)
     from precisionbot.gh.provenance import foreign_config_note
     from precisionbot.report.render import GITHUB_COMMENT_MAX_CHARS

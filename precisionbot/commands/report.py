@@ -1,4 +1,4 @@
-"""``precisionbot report DIR...``: render result directories as the PR comment, the job summary, or JSON.
+"""``precisionbot report DIR...``: render result directories as the PR comment, the job summary, JSON, or HTML.
 
 Several directories (a matrix of models or configurations) make one report with a section each. The exit
 code is 0 once the report is written (rendering is not judging); ``--verdict-exit`` makes it the combined
@@ -15,16 +15,17 @@ from typing import Any
 
 from precisionbot.errors import ConfigError, DataError
 
-FORMATS = ("markdown", "summary", "json")
+FORMATS = ("markdown", "summary", "json", "html")
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "report",
-        help="render result directories as the PR comment (markdown), job summary or JSON",
+        help="render result directories as the PR comment (markdown), job summary, JSON or HTML",
         description="Renders one or more result directories (several = a matrix run, one section each). "
         "markdown: the PR comment (under 65,536 characters); summary: the job summary (more detail, under "
-        "1 MiB); json: the results with the diagnosis.",
+        "1 MiB); json: the results with the diagnosis; html: one self-contained page with the charts (needs the "
+        "report extra: pip install 'precisionbot[report]').",
     )
     p.add_argument("dirs", nargs="+", metavar="DIR", help="result directories written by `precisionbot check`")
     p.add_argument("--format", choices=FORMATS, default="markdown", help="output format (default markdown)")
@@ -38,7 +39,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--label", action="append", default=[], metavar="TEXT", help="section title of the i-th DIR")
     p.add_argument("--suite", metavar="NAME", help="suite name for the hidden comment marker (one comment per suite)")
     p.add_argument("--max-chars", type=int, metavar="N", help="size limit of the comment (default 65,536)")
-    p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    p.add_argument("--output", "--out", "-o", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--verdict-exit", action="store_true", help="exit with the combined verdict's code")
     p.set_defaults(handler=run)
 
@@ -54,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
     links = links_from_env(os.environ)
     if args.format == "json":
         text = render_json(sections)
+    elif args.format == "html":
+        from precisionbot.report.html import render_html
+
+        text = render_html(sections, links=links)
     elif args.format == "summary":
         text = render_summary(sections, links=links)
     else:

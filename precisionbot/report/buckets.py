@@ -70,9 +70,20 @@ def _entries(raw: Any) -> list[tuple[float, float, Mapping[str, Any]]]:
     return sorted(out, key=lambda e: e[0])
 
 
-def bucket_rows(check: CheckResult) -> tuple[BucketRow, ...]:
-    """The check's flips-by-margin rows (empty when it has none)."""
-    rows = []
+@dataclass(frozen=True)
+class BucketNumbers:
+    """One bucket's numbers before formatting (the HTML report's bar chart draws these)."""
+
+    label: str
+    flips: float | None
+    positions: float | None
+    rate: float | None
+    band_rate: float | None
+
+
+def bucket_numbers(check: CheckResult) -> tuple[BucketNumbers, ...]:
+    """The check's flips-by-margin buckets as numbers (empty when it has none)."""
+    out = []
     band = check.stats.get("band")
     band_rates = band.get("flip_rate_by_bucket") if isinstance(band, Mapping) else None
     for lo, hi, entry in _entries(check.stats.get("flips_by_margin")):
@@ -84,14 +95,20 @@ def bucket_rows(check: CheckResult) -> tuple[BucketRow, ...]:
         rate = _num(entry.get("rate"))
         if rate is None and flips is not None and positions:
             rate = flips / positions
-        rows.append(
-            BucketRow(
-                check=label_text(check.name),
-                bucket=_bucket_label(lo, hi),
-                flips=count(flips),
-                positions=count(positions),
-                rate=percent(rate),
-                band_rate=percent(band_rate),
-            )
+        out.append(BucketNumbers(_bucket_label(lo, hi), flips, positions, rate, band_rate))
+    return tuple(out)
+
+
+def bucket_rows(check: CheckResult) -> tuple[BucketRow, ...]:
+    """The check's flips-by-margin rows (empty when it has none)."""
+    return tuple(
+        BucketRow(
+            check=label_text(check.name),
+            bucket=b.label,
+            flips=count(b.flips),
+            positions=count(b.positions),
+            rate=percent(b.rate),
+            band_rate=percent(b.band_rate),
         )
-    return tuple(rows)
+        for b in bucket_numbers(check)
+    )

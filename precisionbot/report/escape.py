@@ -106,3 +106,32 @@ def code_block_text(text: str) -> str:
     """Text for inside a fenced code block: spaces and line breaks kept, other invisible characters made
     visible, and no backtick (so nothing can close the fence)."""
     return "\n".join(visible(line, spaces=False) for line in text.split("\n")).replace("`", "ˋ")
+
+
+_UNENTITY = {v: k for k, v in _ENTITY.items()}
+
+
+def markdown_plain(escaped: str) -> str:
+    """The inverse of :func:`markdown_text`'s escaping: backslashes and character references removed, so the
+    same view string can be escaped again for another format (the HTML report escapes it for HTML).
+
+    Visible glyphs and zero-width joiners stay: they are what the reader should see (and a ZWJ is invisible).
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(escaped):
+        ch = escaped[i]
+        if ch == "\\" and i + 1 < len(escaped) and escaped[i + 1] in _BACKSLASH:
+            out.append(escaped[i + 1])
+            i += 2
+            continue
+        if ch == "&":
+            end = escaped.find(";", i)
+            entity = escaped[i : end + 1] if end > 0 else ""
+            if entity in _UNENTITY:
+                out.append(_UNENTITY[entity])
+                i = end + 1
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)

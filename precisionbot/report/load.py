@@ -75,9 +75,14 @@ def load_sections(
 def links_from_env(env: Mapping[str, str]) -> ReportLinks:
     """The workflow run's page from GitHub Actions' variables (empty links outside Actions).
 
-    ``PRECISIONBOT_ARTIFACT_URL`` names the uploaded results, when the workflow knows it.
+    ``PRECISIONBOT_ARTIFACT_URL`` names the uploaded results and ``PRECISIONBOT_REPORT_URL`` the uploaded
+    HTML report, when the workflow knows them.
     """
     server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
     repo, run_id = env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")
     run_url = f"{server}/{repo}/actions/runs/{run_id}" if repo and run_id else None
-    return ReportLinks(run_url=run_url, artifact_url=env.get("PRECISIONBOT_ARTIFACT_URL") or None)
+    return ReportLinks(
+        run_url=run_url,
+        artifact_url=env.get("PRECISIONBOT_ARTIFACT_URL") or None,
+        report_url=env.get("PRECISIONBOT_REPORT_URL") or None,
+    )

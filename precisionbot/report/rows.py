@@ -11,7 +11,7 @@ from typing import Any
 from precisionbot.fmt import count, logprob, percent, ratio, short_sha, sig, signed
 from precisionbot.report import evidence
 from precisionbot.report.diagnosis import BaselineStats
-from precisionbot.report.escape import label_text, prose, token_cell
+from precisionbot.report.escape import label_text, markdown_text, prose, token_cell, visible
 from precisionbot.results import CheckResult, RunResult, Verdict
 
 ICONS = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️"}
@@ -58,6 +58,9 @@ class WorstRow:
     gap: str
     flip: str
     reading: str
+    before: str = ""
+    """Context: the text of a few tokens before (escaped like the token; shown by the HTML report)."""
+    after: str = ""
 
 
 def _stat(stats: Mapping[str, Any], key: str) -> float | None:
@@ -184,6 +187,8 @@ def worst_rows(
                     gap=sig(w.margin_ref),
                     flip="–" if w.flip is None else ("yes" if w.flip else "no"),
                     reading=prose(f"{ev.reading} ({ev.why})"),
+                    before=markdown_text(visible(w.context_before)) if w.context_before else "",
+                    after=markdown_text(visible(w.context_after)) if w.context_after else "",
                 )
             )
     return tuple(rows), omitted

@@ -39,6 +39,8 @@ class ReportLinks:
     """The uploaded result directories."""
     summary_url: str | None = None
     """The job summary, when it has its own address."""
+    report_url: str | None = None
+    """The HTML report with the charts (``report --format html``), e.g. its uploaded artifact."""
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,7 @@ def report_view(
     link_list = []
     if links is not None:
         for text, url in (
+            ("full report (HTML, with charts)", links.report_url),
             ("workflow run", links.run_url),
             ("job summary", links.summary_url),
             ("artifacts (result.json + arrays)", links.artifact_url),
