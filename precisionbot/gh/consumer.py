@@ -11,9 +11,10 @@ and its outputs, artifacts and conclusion are the PR author's to choose. What it
   ``owner:branch`` (forks, for which GitHub leaves ``pull_requests`` empty). Its head must still be the run's
   head SHA, else the run is refused (time of check vs time of use: the run for the newer head decides);
 * the PR's issue-event log, to tell which ``pull_request`` action started the run (the payload does not say):
-  when the actor's latest label/head event before the run is a ``labeled`` within :data:`TRIGGER_WINDOW`, the
-  run was that label being added; otherwise it was opened / pushed / reopened. The actor and times are
-  GitHub's, so a fork cannot make its push pass for a maintainer's label.
+  when the actor's latest event before the run (passive ones such as ``mentioned`` aside) is a ``labeled``
+  within :data:`TRIGGER_WINDOW`, and GitHub logged no head change (force push, ...) since, the run was that
+  label being added; otherwise it was opened / pushed / reopened. The actor and times are GitHub's, so a fork
+  cannot make its push pass for a maintainer's label.
 
 :func:`as_pull_request` then builds the equivalent ``pull_request`` event, and the gate applies its ordinary
 ``pull_request`` rules to it with the base branch's config (paths, ``run_label``, ``fork_label`` added by the
@@ -32,9 +33,13 @@ from precisionbot.gh.event import Event
 TRIGGER_WINDOW = timedelta(seconds=30)
 """How long after a ``labeled`` event a run still counts as started by it (GitHub creates the run within
 seconds). Shorter refuses slow fork-label runs; longer takes a push right after a label for a label run."""
-TRIGGER_EVENTS = frozenset({"labeled", "unlabeled", "reopened", "head_ref_force_pushed", "head_ref_restored"})
-"""Issue events that start a ``pull_request`` run or change the head or labels; other entries (mentioned,
-subscribed, ...) say nothing about what started it."""
+PASSIVE_EVENTS = frozenset({"mentioned", "subscribed", "unsubscribed", "referenced"})
+"""Issue events that happen *to* their actor: they say nothing about what the actor did. Every other kind
+(``renamed``, ``review_requested``, ...) is something the actor did after the label, and a PR's copy of the
+gate workflow may run on it, so it hides the label."""
+HEAD_EVENTS = frozenset({"head_ref_force_pushed", "head_ref_restored", "head_ref_deleted"})
+"""Head changes GitHub logs (plain pushes it does not): any of these between the label and the run, by anyone,
+means the head may not be the one labelled."""
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
@@ -83,12 +88,15 @@ def trigger(event: Event, events: Sequence[IssueEvent]) -> tuple[str, str | None
     if at is None or not actor:
         return "synchronize", None
     mine = sorted(
-        (e for e in events if e.actor == actor and e.event in TRIGGER_EVENTS and e.created_at <= at),
+        (e for e in events if e.actor == actor and e.event not in PASSIVE_EVENTS and e.created_at <= at),
         key=lambda e: e.created_at,  # stable: the log order breaks ties in the same second
     )
-    if mine and mine[-1].event == "labeled" and at - mine[-1].created_at <= TRIGGER_WINDOW:
-        return "labeled", mine[-1].label
-    return "synchronize", None
+    if not mine or mine[-1].event != "labeled" or at - mine[-1].created_at > TRIGGER_WINDOW:
+        return "synchronize", None
+    label = mine[-1]
+    if any(e.event in HEAD_EVENTS and label.created_at <= e.created_at <= at for e in events):
+        return "synchronize", None
+    return "labeled", label.label
 
 
 def as_pull_request(event: Event, pull: PullInfo, events: Sequence[IssueEvent]) -> Event:

@@ -131,6 +131,13 @@ def _parse(name: str, payload: Mapping[str, Any], sha: str | None) -> Event:
     return Event(**common)
 
 
+def _into(pull: Mapping[str, Any], repo: str) -> bool:
+    """Whether a ``workflow_run.pull_requests`` entry targets ``repo``: GitHub also lists PRs of other
+    repositories whose head is the same branch, with numbers that mean nothing here."""
+    url = ((pull.get("base") or {}).get("repo") or {}).get("url")
+    return not isinstance(url, str) or url.endswith(f"/repos/{repo}")
+
+
 def _workflow_run(common: dict[str, Any], payload: Mapping[str, Any]) -> Event:
     run = payload["workflow_run"]
     head_repo = (run.get("head_repository") or {}).get("full_name")
@@ -144,6 +151,6 @@ def _workflow_run(common: dict[str, Any], payload: Mapping[str, Any]) -> Event:
         run_actor=_login(run.get("actor")),
         run_created_at=parse_time(str(run["created_at"])),
         run_head_branch=str(run["head_branch"]) if run.get("head_branch") else None,
-        run_pulls=tuple(int(p["number"]) for p in run.get("pull_requests") or ()),
+        run_pulls=tuple(int(p["number"]) for p in run.get("pull_requests") or () if _into(p, str(base_repo))),
         run_id=int(run["id"]),
     )

@@ -93,6 +93,36 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
         dict(run=False),
     ),
     (
+        "fork, labelled then renamed",
+        run_event(fork=True),
+        facts(
+            *FORK_LABELED.run_pulls,
+            events=(labeled(SAFE, ago=20), IssueEvent("renamed", "carol", T0 - timedelta(seconds=2))),
+            permission="admin",
+        ),
+        dict(run=False),
+    ),
+    (
+        "fork, labelled, fork force-pushed",
+        run_event(fork=True),
+        facts(
+            *FORK_LABELED.run_pulls,
+            events=(labeled(SAFE, ago=20), IssueEvent("head_ref_force_pushed", "mallory", T0 - timedelta(seconds=9))),
+            permission="admin",
+        ),
+        dict(run=False),
+    ),
+    (
+        "fork, labelled, carol mentioned",
+        run_event(fork=True),
+        facts(
+            *FORK_LABELED.run_pulls,
+            events=(labeled(SAFE, ago=20), IssueEvent("mentioned", "carol", T0 - timedelta(seconds=2))),
+            permission="admin",
+        ),
+        dict(run=True),
+    ),
+    (
         "fork, label after the run",
         run_event(fork=True),
         facts(*FORK_LABELED.run_pulls, events=(labeled(SAFE, ago=-5),)),
@@ -147,7 +177,9 @@ def test_parse_workflow_run_payload() -> None:
             "head_sha": HEAD,
             "head_branch": "feature",
             "head_repository": {"full_name": FORK},
-            "pull_requests": [],
+            "pull_requests": [  # another repository's PR from the same branch: its number means nothing here
+                {"number": 3, "base": {"repo": {"url": "https://api.github.com/repos/other/engine"}}}
+            ],
             "actor": {"login": "carol"},
             "created_at": "2026-01-01T12:00:00Z",
             "conclusion": "success",

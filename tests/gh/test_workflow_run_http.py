@@ -31,7 +31,15 @@ def run_payload(fake: FakeGitHub, pr: int = 7, actor: str = "carol", created_at:
             "head_branch": pull["head"]["ref"],
             "head_repository": {"full_name": pull["head"]["repo"]["full_name"]},
             # GitHub leaves this empty for fork PRs.
-            "pull_requests": [] if fork else [{"number": pr, "head": {"sha": pull["head"]["sha"]}}],
+            "pull_requests": []
+            if fork
+            else [
+                {
+                    "number": pr,
+                    "head": {"sha": pull["head"]["sha"]},
+                    "base": {"repo": {"url": f"{fake.url}/repos/{fake.repo}"}},
+                }
+            ],
             "actor": {"login": actor},
             "created_at": created_at,
         },
