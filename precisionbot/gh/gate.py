@@ -227,6 +227,8 @@ def _workflow_run(event: Event, facts: Facts, config: Config) -> Decision:
     if isinstance(pull, str):
         return _skip(pull)
     inner = consumer.as_pull_request(event, pull, facts.run_events)
+    if inner.action == "labeled" and inner.label not in pull.labels:
+        return _skip(f"PR #{pull.number}: the label {inner.label!r} that started run {event.run_id} was removed since")
     decision = _pull_request(inner, facts, config)
     started = f"label {inner.label!r} added by {inner.sender}" if inner.action == "labeled" else "a push"
     return replace(decision, reason=f"PR #{pull.number} run {event.run_id} ({started}): {decision.reason}")
