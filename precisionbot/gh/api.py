@@ -42,6 +42,17 @@ class Comment:
     """The comment's web address (``html_url``), for the ``comment-url`` output."""
 
 
+@dataclass(frozen=True)
+class IssueEvent:
+    """One entry of a PR's issue-event log (``labeled``, ``unlabeled``, ``reopened``, ...): GitHub writes the
+    actor and the time, so a PR cannot forge them."""
+
+    event: str
+    actor: str
+    created_at: datetime
+    label: str | None = None
+
+
 class GitHubApi(Protocol):
     """What precisionbot asks of GitHub for one repository. Every method raises ``GitHubError`` on failure."""
 
@@ -60,6 +71,15 @@ class GitHubApi(Protocol):
         ...
 
     def branch_head(self, branch: str) -> str: ...
+
+    def open_pulls(self, head: str) -> list[PullInfo]:
+        """This repository's open PRs whose head is ``owner:branch`` (fork heads included, unlike the
+        commit-to-PR lookup, which only knows commits of this repository's own tree)."""
+        ...
+
+    def issue_events(self, number: int) -> Iterator[IssueEvent]:
+        """The PR's issue events, oldest first, paginated."""
+        ...
 
     def permission(self, user: str) -> str:
         """The user's role on the repository: a key of ``PERMISSION_RANK`` (``role_name`` when GitHub

@@ -44,6 +44,18 @@ class Event:
     after: str | None = None
     # workflow_dispatch
     inputs: Mapping[str, str] = field(default_factory=dict)
+    # workflow_run (the consumer of the PR workflow): every field below is set by GitHub, never by the PR run;
+    # ``head_sha``/``head_repo`` above hold the run's head and ``base_repo`` this repository.
+    run_event: str | None = None
+    """The event that started the watched run (``pull_request`` for the PR gate workflow)."""
+    run_actor: str | None = None
+    """Who caused the watched run: the labeller for ``labeled``, the pusher for ``synchronize``."""
+    run_created_at: datetime | None = None
+    run_head_branch: str | None = None
+    """The PR's head branch (in ``head_repo``): with its owner, how a fork PR is found."""
+    run_pulls: tuple[int, ...] = ()
+    """``workflow_run.pull_requests`` numbers (empty for fork PRs: the gate looks them up by head SHA)."""
+    run_id: int | None = None
 
     @property
     def is_fork(self) -> bool:
@@ -114,4 +126,31 @@ def _parse(name: str, payload: Mapping[str, Any], sha: str | None) -> Event:
             ref=str(ref) if ref else None,
             inputs={str(k): str(v) for k, v in inputs.items() if v is not None},
         )
+    if name == "workflow_run":
+        return _workflow_run(common, payload)
     return Event(**common)
+
+
+def _into(pull: Mapping[str, Any], repo: str) -> bool:
+    """Whether a ``workflow_run.pull_requests`` entry targets ``repo``: GitHub also lists PRs of other
+    repositories whose head is the same branch, with numbers that mean nothing here."""
+    url = ((pull.get("base") or {}).get("repo") or {}).get("url")
+    return not isinstance(url, str) or url.endswith(f"/repos/{repo}")
+
+
+def _workflow_run(common: dict[str, Any], payload: Mapping[str, Any]) -> Event:
+    run = payload["workflow_run"]
+    head_repo = (run.get("head_repository") or {}).get("full_name")
+    base_repo = payload["repository"]["full_name"]
+    return Event(
+        **common,
+        head_sha=str(run["head_sha"]),
+        head_repo=str(head_repo) if head_repo else None,
+        base_repo=str(base_repo),
+        run_event=str(run["event"]),
+        run_actor=_login(run.get("actor")),
+        run_created_at=parse_time(str(run["created_at"])),
+        run_head_branch=str(run["head_branch"]) if run.get("head_branch") else None,
+        run_pulls=tuple(int(p["number"]) for p in run.get("pull_requests") or () if _into(p, str(base_repo))),
+        run_id=int(run["id"]),
+    )

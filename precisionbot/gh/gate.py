@@ -28,7 +28,8 @@ from typing import Any
 
 from precisionbot.config import Config
 from precisionbot.errors import ConfigError
-from precisionbot.gh.api import PERMISSION_RANK, PullInfo
+from precisionbot.gh import consumer
+from precisionbot.gh.api import PERMISSION_RANK, IssueEvent, PullInfo
 from precisionbot.gh.event import Event
 from precisionbot.gh.matrix import build_matrix
 from precisionbot.gh.slash import USAGE, Malformed, SlashCommand, parse_command
@@ -47,6 +48,8 @@ class Needs:
     permission_of: str | None = None
     commit_date: bool = False
     default_head: bool = False
+    workflow_run: bool = False
+    """Find the PR of a consumed run, its issue events, then what its ``pull_request`` rules need."""
     command: SlashCommand | Malformed | None = None
     """The parsed slash command (parsed once, here)."""
 
@@ -65,6 +68,10 @@ class Facts:
     permission: str | None = None
     head_committed_at: datetime | None = None
     default_head: str | None = None
+    run_pulls: tuple[PullInfo, ...] = ()
+    """workflow_run: the open PRs found for the run's head, as GitHub reports them now."""
+    run_events: tuple[IssueEvent, ...] = ()
+    """workflow_run: the picked PR's issue events (who labelled what, when)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,8 @@ def needs(event: Event, config: Config, bot_login: str) -> Needs:
         return Needs(command=command, permission_of=event.comment_user, pull=True, commit_date=True)
     if event.name == "workflow_dispatch":
         return Needs(permission_of=event.sender)
+    if event.name == "workflow_run":
+        return Needs(workflow_run=consumer.precheck(event) is None)
     return Needs()
 
 
@@ -120,6 +129,8 @@ def decide(event: Event, facts: Facts, config: Config) -> Decision:
         return _skip("pull_request_target is not supported: it would run PR code with a write token")
     if event.name == "issue_comment":
         return _comment(event, facts, config)
+    if event.name == "workflow_run":
+        return _workflow_run(event, facts, config)
     if event.name == "push":
         branch = f"refs/heads/{event.default_branch}" if event.default_branch else None
         if event.ref != branch or not event.after or set(event.after) == {"0"}:
@@ -204,6 +215,23 @@ def _pull_request(event: Event, facts: Facts, config: Config) -> Decision:
     if facts.matched_path is None:
         return _skip("no changed file matches github.paths")
     return _run(config, suite, sha, pr, f"{facts.matched_path} matches github.paths")
+
+
+def _workflow_run(event: Event, facts: Facts, config: Config) -> Decision:
+    """A completed run of the PR gate workflow: the ``pull_request`` rules again, on GitHub's facts only
+    (precisionbot.gh.consumer), never on what that run decided."""
+    refusal = consumer.precheck(event)
+    if refusal is not None:
+        return _skip(refusal)
+    pull = consumer.pick_pull(event, facts.run_pulls)
+    if isinstance(pull, str):
+        return _skip(pull)
+    inner = consumer.as_pull_request(event, pull, facts.run_events)
+    if inner.action == "labeled" and inner.label not in pull.labels:
+        return _skip(f"PR #{pull.number}: the label {inner.label!r} that started run {event.run_id} was removed since")
+    decision = _pull_request(inner, facts, config)
+    started = f"label {inner.label!r} added by {inner.sender}" if inner.action == "labeled" else "a push"
+    return replace(decision, reason=f"PR #{pull.number} run {event.run_id} ({started}): {decision.reason}")
 
 
 def _refuse(reason: str, reply: str, usage: bool = False) -> Decision:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from precisionbot.config import Config
 from precisionbot.errors import GitHubError
+from precisionbot.gh import consumer
 from precisionbot.gh.api import GitHubApi
 from precisionbot.gh.event import Event
 from precisionbot.gh.gate import EYES, Decision, Facts, Needs, decide, needs
@@ -25,6 +26,8 @@ class PlanOutcome:
 
 
 def gather(event: Event, api: GitHubApi, config: Config, bot_login: str, need: Needs) -> Facts:
+    if need.workflow_run:
+        return _gather_run(event, api, config, bot_login)
     pr = event.pr or 0
     pull = api.pull(pr) if need.pull else None
     return Facts(
@@ -35,6 +38,23 @@ def gather(event: Event, api: GitHubApi, config: Config, bot_login: str, need: N
         head_committed_at=api.commit_date(pull.head_sha) if need.commit_date and pull else None,
         default_head=api.branch_head(event.default_branch or "main") if need.default_head else None,
     )
+
+
+def _gather_run(event: Event, api: GitHubApi, config: Config, bot_login: str) -> Facts:
+    """A consumed run's PR (fresh from GitHub), its issue events, then the facts of its ``pull_request``
+    rules: the same pure steps :func:`decide` repeats."""
+    head = consumer.head_of(event)
+    if event.run_pulls:
+        candidates = [api.pull(number) for number in event.run_pulls]
+    else:  # fork PRs: GitHub leaves pull_requests empty
+        candidates = api.open_pulls(head) if head else []
+    pull = consumer.pick_pull(event, candidates)
+    if isinstance(pull, str):
+        return Facts(bot_login=bot_login, run_pulls=tuple(candidates))
+    events = tuple(api.issue_events(pull.number))
+    inner = consumer.as_pull_request(event, pull, events)
+    facts = gather(inner, api, config, bot_login, needs(inner, config, bot_login))
+    return replace(facts, run_pulls=tuple(candidates), run_events=events)
 
 
 def run_plan(event: Event, api: GitHubApi, config: Config) -> PlanOutcome:

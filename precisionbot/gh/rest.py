@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from precisionbot.errors import GitHubError
-from precisionbot.gh.api import Comment, PullInfo, effective_permission
+from precisionbot.gh.api import Comment, IssueEvent, PullInfo, effective_permission
 
 T = TypeVar("T")
 
@@ -89,17 +89,7 @@ class RestGitHub:
         return self._login
 
     def pull(self, number: int) -> PullInfo:
-        data = self._get(f"GET pulls/{number}", f"/pulls/{number}")
-        head_repo = (data.get("head") or {}).get("repo")
-        return PullInfo(
-            number=int(data["number"]),
-            head_sha=str(data["head"]["sha"]),
-            head_repo=str(head_repo["full_name"]) if head_repo else None,
-            base_repo=str(data["base"]["repo"]["full_name"]),
-            author=str((data.get("user") or {}).get("login", "")),
-            labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
-            state=str(data.get("state", "open")),
-        )
+        return _pull_info(self._get(f"GET pulls/{number}", f"/pulls/{number}"))
 
     def changed_files(self, number: int) -> Iterator[str]:
         pull = _guard(f"GET pulls/{number}", lambda: self._repo.get_pull(number))
@@ -114,6 +104,32 @@ class RestGitHub:
     def branch_head(self, branch: str) -> str:
         data = self._get(f"GET branches/{branch}", f"/branches/{branch}")
         return str(data["commit"]["sha"])
+
+    def open_pulls(self, head: str) -> list[PullInfo]:
+        import urllib.parse
+
+        query = urllib.parse.urlencode({"state": "open", "head": head, "per_page": 100})
+        data = self._get(f"GET pulls?head={head}", f"/pulls?{query}")
+        return [_pull_info(item) for item in data or ()]
+
+    def issue_events(self, number: int) -> Iterator[IssueEvent]:
+        # Plain JSON pages: PyGithub's IssueEvent objects fetch each event again for any field it omits
+        # (``label`` on most kinds), one request per event.
+        page = 1
+        while True:
+            call = f"GET issues/{number}/events page {page}"
+            data = self._get(call, f"/issues/{number}/events?per_page=100&page={page}") or []
+            for item in data:
+                label = item.get("label") or {}
+                yield IssueEvent(
+                    event=str(item["event"]),
+                    actor=str((item.get("actor") or {}).get("login", "")),
+                    created_at=datetime.fromisoformat(str(item["created_at"]).replace("Z", "+00:00")),
+                    label=str(label["name"]) if "name" in label else None,
+                )
+            if len(data) < 100:
+                return
+            page += 1
 
     def permission(self, user: str) -> str:
         import urllib.parse
@@ -154,6 +170,19 @@ class RestGitHub:
             f"DELETE issues/comments/{comment_id}",
             lambda: self._client.requester.requestJsonAndCheck("DELETE", self._url(f"/issues/comments/{comment_id}")),
         )
+
+
+def _pull_info(data: dict[str, Any]) -> PullInfo:
+    head_repo = (data.get("head") or {}).get("repo")
+    return PullInfo(
+        number=int(data["number"]),
+        head_sha=str(data["head"]["sha"]),
+        head_repo=str(head_repo["full_name"]) if head_repo else None,
+        base_repo=str(data["base"]["repo"]["full_name"]),
+        author=str((data.get("user") or {}).get("login", "")),
+        labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
+        state=str(data.get("state", "open")),
+    )
 
 
 def _comment(item: Any) -> Comment:

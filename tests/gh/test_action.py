@@ -78,7 +78,9 @@ def jobs_of(doc: dict[str, Any]) -> dict[str, Any]:
 def test_example_workflow_is_least_privilege_and_never_pull_request_target() -> None:
     doc = yaml.safe_load((ROOT / "examples" / "workflows" / "precision.yml").read_text())
     on = doc[True]  # YAML 1.1 reads the key `on` as True
-    assert "pull_request_target" not in on and "pull_request" in on
+    # PRs arrive through the workflow_run consumer (and /precision comments), never on pull_request* here.
+    assert "pull_request_target" not in on and "pull_request" not in on
+    assert on["workflow_run"] == {"workflows": ["precision-pr"], "types": ["completed"]}
     assert doc["permissions"] == {}
     # Concurrency only where a GPU is launched: a comment that launches nothing never joins a group.
     assert "concurrency" not in doc and "concurrency" not in jobs_of(doc)["plan"]
@@ -110,6 +112,20 @@ def test_example_workflow_is_least_privilege_and_never_pull_request_target() -> 
     assert (
         checkout["with"]["ref"] == "${{ needs.plan.outputs.sha }}" and checkout["with"]["persist-credentials"] is False
     )
+
+
+def test_pr_workflow_only_runs_the_gate_without_secrets() -> None:
+    """precision-pr.yml runs the PR's own copy of itself: nothing in it may matter to the consumer, and it
+    holds nothing worth stealing."""
+    doc = yaml.safe_load((ROOT / "examples" / "workflows" / "precision-pr.yml").read_text())
+    assert doc["name"] == "precision-pr" and list(doc[True]) == ["pull_request"]
+    assert doc["permissions"] == {}
+    text = str(doc["jobs"])  # the comments may name what is absent
+    assert "secrets." not in text and "id-token" not in text and "environment" not in doc["jobs"]["gate"]
+    (job,) = jobs_of(doc).values()
+    assert all(level == "read" for level in job["permissions"].values())
+    assert [step["with"].get("command") for step in job["steps"] if "with" in step] == [None, "github plan"]
+    assert "upload-artifact" not in text  # no artifact: the consumer would have nothing to trust anyway
 
 
 RUN_SCRIPT = ACTION["runs"]["steps"][2]["run"]

@@ -14,6 +14,8 @@ Python API (everything a test needs; all methods are thread-safe)::
         gh.add_pull(7, head_sha="abc...", files=["a.py", ...], fork=False, author="alice", labels=["x"])
         gh.set_head(7, "def...", committed_at="2026-01-01T00:05:00Z")   # a push to the PR
         gh.add_issue(8)                                                 # an issue that is not a PR
+        gh.add_label(7, "precision", actor="carol", created_at="...")   # label + its ``labeled`` issue event
+        gh.add_issue_event(7, "head_ref_force_pushed", actor="mallory", created_at="...")
         gh.add_comment(7, "/precision rerun", user="alice", user_type="User") -> comment dict
         gh.set_permission("alice", "write", role_name="maintain")       # default role_name = permission
         gh.comments(7) / gh.comment(id) / gh.reactions(id) / gh.check_runs() / gh.runners()
@@ -29,6 +31,7 @@ Authentication: requests must send ``Authorization: token <token>`` (or ``Bearer
 
 Endpoints (``{o}/{r}`` must name a known repo, else 404):
 ``GET /user``; ``GET /repos/{o}/{r}``; ``GET /repos/{o}/{r}/pulls/{n}``; ``GET .../pulls/{n}/files``;
+``GET .../pulls?state=&head=owner:branch`` (paginated); ``GET .../issues/{n}/events`` (paginated);
 ``GET /repos/{o}/{r}/commits/{sha}``; ``GET /repos/{o}/{r}/issues/{n}``; ``GET|POST .../issues/{n}/comments``;
 ``GET|PATCH|DELETE .../issues/comments/{id}``; ``GET .../branches/{b}``;
 ``GET|POST .../issues/comments/{id}/reactions`` (201 new, 200 existing);
@@ -94,6 +97,7 @@ class FakeState:
     check_runs: dict[int, Json] = field(default_factory=dict)
     runners: dict[int, Json] = field(default_factory=dict)  # id -> runner (with "_repo")
     branches: dict[tuple[str, str], str] = field(default_factory=dict)  # (repo, branch) -> head sha
+    issue_events: dict[tuple[str, int], list[Json]] = field(default_factory=dict)
     next_id: int = 1000
 
 
@@ -246,6 +250,41 @@ class FakeGitHub:
                 "committer": {"name": "a", "email": "a@example.com", "date": committed_at},
             },
         }
+
+    def add_issue_event(
+        self,
+        number: int,
+        event: str,
+        actor: str,
+        created_at: str | None = None,
+        label: str | None = None,
+        repo: str | None = None,
+    ) -> Json:
+        """One entry of the issue's event log (GitHub writes actor and time; tests pick them)."""
+        entry: Json = {
+            "id": self._new_id(),
+            "event": event,
+            "actor": _user(actor),
+            "created_at": created_at or now_iso(),
+            "commit_id": None,
+        }
+        if label is not None:
+            entry["label"] = {"name": label, "color": "ededed"}
+        with self._lock:
+            self.state.issue_events.setdefault((repo or self.repo, number), []).append(entry)
+        return entry
+
+    def add_label(
+        self, number: int, name: str, actor: str, created_at: str | None = None, repo: str | None = None
+    ) -> None:
+        """A label added to PR ``number`` by ``actor``: on the PR and the issue, plus its ``labeled`` event."""
+        repo = repo or self.repo
+        with self._lock:
+            labels = self.state.pulls[(repo, number)]["labels"]
+            if all(lb["name"] != name for lb in labels):
+                labels.append({"name": name})
+            self.state.issues[(repo, number)]["labels"] = labels
+        self.add_issue_event(number, "labeled", actor, created_at, label=name, repo=repo)
 
     def add_issue(self, number: int, author: str = "alice", repo: str | None = None) -> None:
         with self._lock:

@@ -52,6 +52,19 @@ def _get_pull(h: _Handler, m: re.Match[str]) -> Any:
     return {**pull, "url": f"{url}/pulls/{pull['number']}", "issue_url": f"{url}/issues/{pull['number']}"}
 
 
+@route("GET", _REPO + r"/pulls")
+def _list_pulls(h: _Handler, m: re.Match[str]) -> Any:
+    repo = h.repo(m)
+    state, head = h.query.get("state", "open"), h.query.get("head")
+    url = f"{h.base}/repos/{repo}"
+    pulls = [
+        {**pull, "url": f"{url}/pulls/{pull['number']}", "issue_url": f"{url}/issues/{pull['number']}"}
+        for (r, _), pull in sorted(h.owner.state.pulls.items())
+        if r == repo and state in ("all", pull["state"]) and head in (None, pull["head"]["label"])
+    ]
+    return h.paginate(pulls)
+
+
 @route("GET", _REPO + r"/pulls/(?P<n>\d+)/files")
 def _get_pull_files(h: _Handler, m: re.Match[str]) -> Any:
     repo, _ = _pull(h, m)
@@ -89,6 +102,13 @@ def _get_issue(h: _Handler, m: re.Match[str]) -> Any:
 def _list_comments(h: _Handler, m: re.Match[str]) -> Any:
     repo, issue = _issue(h, m)
     return h.paginate(h.owner.comments(issue["number"], repo))
+
+
+@route("GET", _REPO + r"/issues/(?P<n>\d+)/events")
+def _list_issue_events(h: _Handler, m: re.Match[str]) -> Any:
+    repo, issue = _issue(h, m)
+    events = h.owner.state.issue_events.get((repo, issue["number"]), [])
+    return h.paginate([{**e, "url": f"{h.base}/repos/{repo}/issues/events/{e['id']}"} for e in events])
 
 
 @route("POST", _REPO + r"/issues/(?P<n>\d+)/comments")
