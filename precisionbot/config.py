@@ -330,6 +330,7 @@ DEFAULT_SUITES: Mapping[str, SuiteConfig] = {
         turns=3,
         prompt_tokens=(512, 512),
         suffix_tokens=(256, 512),
+        replay_batch_size=1,
         temperature=1.0,
         kl_div=0.003,
     ),

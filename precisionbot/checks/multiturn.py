@@ -137,14 +137,32 @@ def _group_prompts(ctx: CheckContext) -> list[tuple[int, ...]]:
     return ctx.prompts()[: ctx.suite.groups]
 
 
+def distinct_heads(runs: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Drop leading tokens until every run starts with a token no earlier run starts with.
+
+    Conversations that share a history (branches) must not share the start of their next suffix either:
+    the radix cache would rightly serve that shared start and the exact ``cached_tokens`` rule, which
+    upstream keeps with random-token suffixes, would fail.
+    """
+    used: set[int] = set()
+    out = []
+    for run in runs:
+        k = next((k for k in range(len(run) - 1) if run[k] not in used), 0)
+        used.add(run[k])
+        out.append(run[k:])
+    return out
+
+
 def _later_suffixes(ctx: CheckContext, name: str) -> list[list[tuple[int, ...]]]:
     n = ctx.suite.samples
-    return [ctx.token_runs(n, ctx.suite.suffix_tokens, stream=1 + t) for t in range(1, _turns(ctx, name))]
+    return [
+        distinct_heads(ctx.token_runs(n, ctx.suite.suffix_tokens, stream=1 + t)) for t in range(1, _turns(ctx, name))
+    ]
 
 
 def _branched(ctx: CheckContext, page: int) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
     """Each sample's shared prefix (its group's prompt cut to a page multiple) and prefix + branch suffix."""
-    branch_suffix = ctx.token_runs(ctx.suite.samples, ctx.suite.suffix_tokens, stream=1)
+    branch_suffix = distinct_heads(ctx.token_runs(ctx.suite.samples, ctx.suite.suffix_tokens, stream=1))
     prefixes, fulls = [], []
     for i in range(ctx.suite.samples):
         p = _group_prompts(ctx)[i // ctx.suite.branches]
