@@ -199,7 +199,7 @@ def test_suite_options_are_validated() -> None:
         ({"cache_consistency": {"top_k": 100}}, "at most 64"),
         ({"kl_div": -1}, "'suites.s.kl_div' must be > 0"),
     ]:
-        with pytest.raises(ConfigError, match="p.yml") as info:
+        with pytest.raises(ConfigError, match=r"p\.yml") as info:
             suite(**bad)
         assert message in str(info.value), (bad, str(info.value))
 
