@@ -62,7 +62,7 @@ def test_clean_branches_meet_every_cached_tokens_expectation() -> None:
 
 def test_a_prefix_restore_fault_fails_the_branched_cache_helpers() -> None:
     run = _run(BRANCHED, ["restore-stale-page"]).result
-    match, prefill, decode = run.checks
+    _, prefill, decode = run.checks
     assert prefill.verdict is F and decode.verdict is F
     assert all(c.extra["conversation"]["cache_violations"] == [] for c in run.checks)  # numbers, not accounting
 
