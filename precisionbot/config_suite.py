@@ -57,7 +57,7 @@ def parse_conversation(r: Reader, d: SuiteConfig) -> dict[str, Any]:
     if temperature > 2.0:
         raise r.error("temperature", f"must be between 0 and 2 (got {temperature})", "use 0 (greedy) or 1 (sampled)")
     seed = r.data.get("sampling_seed", d.sampling_seed) if "sampling_seed" in r.data else d.sampling_seed
-    sampling_seed = None if seed is None else r.nonneg_int("sampling_seed", 0)
+    sampling_seed = None if seed is None else r.nonneg_int("sampling_seed", d.sampling_seed or 0)
     kl_div = r.opt_positive_float("kl_div", d.kl_div)
     delay = r.nonneg_float("request_delay_s", d.request_delay_s)
     if delay > 60.0:

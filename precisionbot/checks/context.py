@@ -101,7 +101,7 @@ class CheckContext:
             lo, hi = tokens
             seed = self.suite.seed * 7919 + 101 * stream + 1
             runs = corpus.build_prompts(tokenize, self.documents(), n, (lo + bos, hi + bos), seed)
-            self._runs[key] = [r[1:] if bos and len(r) > 1 else r for r in runs]
+            self._runs[key] = [r[1:] if bos and len(r) > 1 and r[0] == first[0] else r for r in runs]
         return self._runs[key]
 
 
