@@ -162,6 +162,11 @@ def _aligned(request: int, rows: list[tuple[int, Obs, Obs]]) -> AlignedSample:
         return other.top.get(ref.token, min(other.top.values(), default=float("-inf")))
 
     top1 = [max(ref.top, key=lambda t: ref.top[t]) if ref.top else ref.token for _, ref, _ in rows]
+
+    def margin(ref: Obs) -> float:
+        best = sorted(ref.top.values(), reverse=True)[:2]
+        return best[0] - best[1] if len(best) == 2 else float("nan")
+
     return AlignedSample(
         sample=request,
         prompt_tokens=rows[0][0],
@@ -170,4 +175,5 @@ def _aligned(request: int, rows: list[tuple[int, Obs, Obs]]) -> AlignedSample:
         lp_ref=np.array([ref.logprob for _, ref, _ in rows]),
         lp_test=np.array([test_lp(ref, other) for _, ref, other in rows]),
         top1_ref=np.array(top1),
+        margin_ref=np.array([margin(ref) for _, ref, _ in rows]),
     )
