@@ -99,12 +99,16 @@ def check_cache_consistency(ctx: CheckContext) -> CheckOutput:
     plan = [plan[i] for i in rng.permutation(len(plan))]
     ctx.progress.phase(f"{NAME}: {len(plan)} restarts from cuts")
     reqs = [_request(tuple(prefixes[j]) + base[j].output_ids[:c], new - c, o.top_k) for j, c in plan]
-    for r, ((j, c), g) in enumerate(zip(plan, ctx.engine.generate(reqs, progress=ctx.progress.advance), strict=True)):
+    restarts = ctx.engine.generate(reqs, progress=ctx.progress.advance)
+    for r, ((j, c), g) in enumerate(zip(plan, restarts, strict=True)):
         record(obs, r, j, len(prefixes[j]) + c, g, base[j].output_ids[c:])
-    return _judge(ctx, obs, len(prefixes), new)
+    hits = sum(g.cached_tokens > 0 for g in restarts)
+    return _judge(ctx, obs, len(prefixes), new, {"restarts": len(restarts), "restarts_with_cache_hit": hits})
 
 
-def _judge(ctx: CheckContext, obs: dict[tuple[int, int], list[Obs]], n_prefixes: int, new: int) -> CheckOutput:
+def _judge(
+    ctx: CheckContext, obs: dict[tuple[int, int], list[Obs]], n_prefixes: int, new: int, counts: dict[str, int]
+) -> CheckOutput:
     crossed = {k: g for k, g in obs.items() if len(g) >= 2}
     per_request: dict[int, list[tuple[int, Obs, Obs]]] = defaultdict(list)
     mismatches: list[str] = []
@@ -125,6 +129,7 @@ def _judge(ctx: CheckContext, obs: dict[tuple[int, int], list[Obs]], n_prefixes:
         ctx.thresholds,
         extra={
             "profile": ctx.profile,
+            **counts,
             "positions_cross_checked": len(crossed),
             "observations": sum(len(g) for g in obs.values()),
             "mismatches": len(mismatches),

@@ -60,6 +60,7 @@ def test_clean_branches_meet_every_cached_tokens_expectation() -> None:
         assert c.cache is not None and (c.cache.kept, c.cache.total) == (4, 4)
         assert "page_size 16" in c.extra["conversation"]["cache_rules"]
     assert run.checks[3].extra["mismatches"] == 0
+    assert run.checks[3].extra["restarts"] == 6 and run.checks[3].extra["restarts_with_cache_hit"] == 6
 
 
 def test_a_prefix_restore_fault_fails_the_branched_cache_helpers() -> None:
