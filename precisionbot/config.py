@@ -12,6 +12,7 @@ Sections: ``engine``, ``models``, ``suites``, ``thresholds``, ``baselines``, ``g
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ PROFILES = ("default", "deterministic")
 PERMISSION_LEVELS = ("read", "triage", "write", "maintain", "admin")
 LAUNCH_PLACEHOLDERS = ("model", "tp", "port", "args")
 CONSISTENCY_CHECKS = ("match", "prefill_cache_hit", "decode_cache_hit")
+SEPARATORS = ("strip-bos", "upstream")
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,20 @@ class LayersOptions:
 
 
 @dataclass(frozen=True)
+class CacheConsistencyOptions:
+    """The ``cache_consistency`` check (after SGLang's ``cache_consistency_jitter.py``)."""
+
+    prefixes: int = 4
+    """Independent prefixes (corpus prompts), each continued greedily once (the baseline)."""
+    cuts: int = 4
+    """Requests per prefix that restart from a random cut of its continuation (shuffled, batched together)."""
+    new_tokens: int | None = None
+    """Baseline continuation length; None = the suite's ``max_new_tokens``."""
+    top_k: int = 8
+    """Top-k logprobs compared at every re-scored position."""
+
+
+@dataclass(frozen=True)
 class SuiteConfig:
     name: str
     checks: tuple[str, ...] = CONSISTENCY_CHECKS
@@ -141,6 +157,53 @@ class SuiteConfig:
     golden: GoldenOptions = GoldenOptions()
     batch_invariance: BatchInvarianceOptions = BatchInvarianceOptions()
     layers: LayersOptions = LayersOptions()
+    # --- SGLang's multi-turn helpers (kl_multiturn_utils.py); the defaults are the single-turn helpers ---
+    turns: int = 1
+    """Generated turns per conversation; each later turn appends the previous output and a corpus suffix.
+    ``decode_cache_hit`` always runs at least 2. 1 (with ``branches: 1``) = kl_test_utils' single-turn helpers."""
+    branches: int = 1
+    """Conversations per group sharing one prefix (``samples`` = groups x branches; ``groups`` in YAML)."""
+    interleave: bool = True
+    """With branches: submit later turns interleaved across groups (g0b0, g1b0, ..., g0b1, ...), as upstream."""
+    suffix_tokens: tuple[int, int] = (64, 256)
+    """Length range of the corpus suffix of each branch and each later turn (multi-turn shape only)."""
+    request_batch_size: int | None = None
+    """Send each turn's requests in sequential batches of this many (None = all at once, engine batching)."""
+    request_delay_s: float = 0.0
+    """Pause between those batches (upstream ``inter_batch_delay_s``)."""
+    replay_batch_size: int | None = None
+    """Replay in batches of this many, flushing before each (upstream multi-turn: 1); None = one flush."""
+    temperature: float = 0.0
+    """Decode temperature of every helper and its replay: 0 = kl_test_utils (greedy), 1 = kl_multiturn_utils
+    (sampled: mean k3 is then an unbiased estimate of KL(decode || replay))."""
+    sampling_seed: int | None = 0
+    """Base of the per-request ``sampling_seed`` when temperature > 0 (None = unseeded, as upstream)."""
+    separator: str = "strip-bos"
+    """decode_cache_hit's turn-2 suffix: ``upstream`` = the tokenizer's own encoding of ``","`` (BOS included
+    when it adds one, as kl_test_utils); ``strip-bos`` = without that BOS (precisionbot <= 0.x numbers)."""
+    cache_asserts: bool = True
+    """Multi-turn shape: check every turn's ``cached_tokens`` with SGLang's rules (a violation FAILS)."""
+    mamba_checkpoint_lag: int = 0
+    """``make_mamba_decode_assert``'s ``max_checkpoint_lag`` when the server reports a mamba cache."""
+    kl_div: float | None = None
+    """This suite's own ``kl_div`` under the default profile (a kit's ``kl_threshold``); None = the profile's."""
+    cache_consistency: CacheConsistencyOptions = CacheConsistencyOptions()
+
+    @property
+    def multi_turn(self) -> bool:
+        """The kl_multiturn_utils shape (several turns or branches): exact cache assertions, no hit filter."""
+        return self.turns > 1 or self.branches > 1
+
+    @property
+    def groups(self) -> int:
+        return max(1, self.samples // self.branches)
+
+    def conversation_params(self) -> dict[str, object]:
+        """The options that change what the helpers compute, when not the defaults (for the signature)."""
+        d = SuiteConfig(name=self.name)
+        keys: tuple[str, ...] = ("turns", "branches", "interleave", "suffix_tokens", "temperature", "sampling_seed")
+        keys = (*keys, "separator", "request_batch_size", "replay_batch_size")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) != getattr(d, k)}
 
 
 @dataclass(frozen=True)
@@ -165,6 +228,10 @@ class ThresholdSet:
 
     kl_div: float = 0.0025
     """SGLang's threshold on ``mean_k3`` (strict ``<``); 0.0025 is Qwen3-Next-80B tp4 in SGLang CI."""
+    kl_div_prefill: float | None = None
+    """``prefill_cache_hit``'s own ``kl_div`` (SGLang kit's ``kl_div_thres_prefill``); None = ``kl_div``."""
+    kl_div_decode: float | None = None
+    """``decode_cache_hit``'s own ``kl_div`` (``kl_div_thres_decode``); None = ``kl_div``."""
     token_k3: float = 1e-2
     """Per-token k3 above which a position counts as "over"."""
     max_frac_over: float = 0.02
@@ -182,6 +249,11 @@ class ThresholdSet:
     """batch_invariance: max |Δ logprob| over shared top-k between batch shapes."""
     layers_rel_diff: float = 1e-3
     golden: GoldenThresholds = GoldenThresholds()
+
+    def for_check(self, name: str) -> ThresholdSet:
+        """The set a helper is judged by: its per-phase ``kl_div_prefill``/``kl_div_decode`` when set."""
+        phase = {"prefill_cache_hit": self.kl_div_prefill, "decode_cache_hit": self.kl_div_decode}.get(name)
+        return self if phase is None else dataclasses.replace(self, kl_div=phase)
 
 
 DEFAULT_PROFILES: Mapping[str, ThresholdSet] = {
@@ -254,6 +326,18 @@ DEFAULT_SUITES: Mapping[str, SuiteConfig] = {
     "consistency": SuiteConfig(name="consistency"),
     "pr": SuiteConfig(name="pr", checks=(*CONSISTENCY_CHECKS, "golden")),
     "baseline": SuiteConfig(name="baseline", checks=("golden",)),
+    # SGLang's kits/unified_radix_cache_kit.py: 3 groups x 3 branches x 3 turns, sampled decode, kl 0.003.
+    "sglang-unified": SuiteConfig(
+        name="sglang-unified",
+        samples=9,
+        branches=3,
+        turns=3,
+        prompt_tokens=(512, 512),
+        suffix_tokens=(256, 512),
+        replay_batch_size=1,
+        temperature=1.0,
+        kl_div=0.003,
+    ),
 }
 
 

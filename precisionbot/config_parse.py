@@ -32,6 +32,7 @@ from precisionbot.config import (
     ThresholdSet,
 )
 from precisionbot.config_fields import Reader, freeze_mapping
+from precisionbot.config_suite import parse_conversation
 from precisionbot.errors import ConfigError
 from precisionbot.results import CHECK_NAMES
 
@@ -163,7 +164,7 @@ def _parse_models(root: Reader, runner: RunnerConfig) -> tuple[ModelConfig, ...]
 
 def _parse_suite(r: Reader, name: str) -> SuiteConfig:
     d = DEFAULT_SUITES.get(name, SuiteConfig(name=name))
-    r.only({f.name for f in dataclasses.fields(SuiteConfig)} - {"name"})
+    r.only(({f.name for f in dataclasses.fields(SuiteConfig)} - {"name"}) | {"groups"})
     checks = r.strings("checks", d.checks)
     for c in checks:
         if c not in CHECK_NAMES:
@@ -174,10 +175,11 @@ def _parse_suite(r: Reader, name: str) -> SuiteConfig:
     g.only({"top_k", "context_depths", "decode_steps"})
     b.only({"batch_sizes"})
     lay.only({"dump_dir", "baseline_dir"})
+    conv = parse_conversation(r, d)
     return SuiteConfig(
         name=name,
         checks=checks,
-        samples=r.positive_int("samples", d.samples),
+        **conv,
         max_new_tokens=r.positive_int("max_new_tokens", d.max_new_tokens),
         prompt_tokens=r.int_range("prompt_tokens", d.prompt_tokens),
         corpus=r.opt_string("corpus", d.corpus),
@@ -208,6 +210,8 @@ def _parse_set(r: Reader, base: ThresholdSet, extra: frozenset[str] = frozenset(
     mad = base.golden.max_abs_delta
     return ThresholdSet(
         kl_div=r.positive_float("kl_div", base.kl_div),
+        kl_div_prefill=r.opt_positive_float("kl_div_prefill", base.kl_div_prefill),
+        kl_div_decode=r.opt_positive_float("kl_div_decode", base.kl_div_decode),
         token_k3=r.positive_float("token_k3", base.token_k3),
         max_frac_over=r.fraction("max_frac_over", base.max_frac_over),
         max_token_k3=r.positive_float("max_token_k3", base.max_token_k3),

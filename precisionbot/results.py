@@ -24,7 +24,15 @@ import numpy.typing as npt
 
 SCHEMA_VERSION = 1
 
-CHECK_NAMES = ("match", "prefill_cache_hit", "decode_cache_hit", "golden", "batch_invariance", "layers")
+CHECK_NAMES = (
+    "match",
+    "prefill_cache_hit",
+    "decode_cache_hit",
+    "golden",
+    "batch_invariance",
+    "layers",
+    "cache_consistency",
+)
 """Stable check names (config, comments, JSON)."""
 
 

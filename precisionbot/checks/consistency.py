@@ -1,11 +1,16 @@
 """The three consistency helpers, with SGLang ``kl_test_utils.py`` semantics (REFERENCE.md), plus tails.
 
+This module is their single-turn shape (``turns: 1``, ``branches: 1``); ``checks.multiturn`` runs the
+multi-turn, branching shape of ``kl_multiturn_utils.py`` on the same generation and replay code.
+
 Each compares a decode (the path under test) with a no-cache replay of the same tokens as a pure prefill
-(the reference). Temperature 0 is sent explicitly with ``ignore_eos``; ``/flush_cache`` is called before
-generating and before each replay, as upstream does; the replay's last ``N`` input logprobs align with the
-``N`` decoded tokens. Cache helpers keep only prompts that really hit the cache and need more than half of
-them to, else they are INCONCLUSIVE ("too few cache hits": an empty comparison must never read as a pass),
-and they are INCONCLUSIVE when the server reports its radix cache disabled (upstream silently returns).
+(the reference). The suite's temperature (0 by default) is sent explicitly with ``ignore_eos``;
+``/flush_cache`` is called before generating and before each replay, as upstream does; the replay's last
+``N`` input logprobs align with the ``N`` decoded tokens. Cache helpers keep only prompts that really hit
+the cache and need more than half of them to, else they are INCONCLUSIVE ("too few cache hits": upstream
+fails with an assert there; an empty comparison must never read as a pass, and a missing cache is not
+evidence against the kernel), and they are INCONCLUSIVE when the server reports its radix cache disabled
+(upstream prints a line and returns, i.e. passes).
 
 Beyond upstream, the replay asks for the top-2 logprobs (which does not change the logprobs) so each
 position knows the replay's top-1 (flips) and its top-2 gap (noise or bug), and for token text so the worst
@@ -28,22 +33,44 @@ REPLAY_TOP_K = 2
 MIN_KEPT_FRACTION = 0.5
 
 
-def _generate(ctx: CheckContext, prompts: Sequence[tuple[int, ...]], max_new_tokens: int) -> list[Generation]:
-    requests = [
-        GenerateRequest(p, max_new_tokens=max_new_tokens, temperature=0.0, ignore_eos=True, logprob_start_len=-1)
-        for p in prompts
-    ]
+def sampling_seed(ctx: CheckContext, turn: int, sample: int) -> int | None:
+    """Each (turn, sample) its own seed when sampling (identical prompts of branches must still diverge)."""
+    base = ctx.suite.sampling_seed
+    if ctx.suite.temperature <= 0 or base is None:
+        return None
+    return (base * 1_000_003 + turn * 10_007 + sample) % 2**31
+
+
+def decode_request(
+    ctx: CheckContext, prompt: Sequence[int], max_new_tokens: int, turn: int, sample: int
+) -> GenerateRequest:
+    return GenerateRequest(
+        tuple(prompt),
+        max_new_tokens=max_new_tokens,
+        temperature=ctx.suite.temperature,
+        ignore_eos=True,
+        logprob_start_len=-1,
+        sampling_seed=sampling_seed(ctx, turn, sample) if max_new_tokens else None,
+    )
+
+
+def _generate(
+    ctx: CheckContext, prompts: Sequence[tuple[int, ...]], max_new_tokens: int, turn: int = 0
+) -> list[Generation]:
+    requests = [decode_request(ctx, p, max_new_tokens, turn, i) for i, p in enumerate(prompts)]
     return ctx.engine.generate(requests, progress=ctx.progress.advance)
 
 
-def _replay(ctx: CheckContext, sequences: Sequence[tuple[int, ...]]) -> list[Generation]:
-    """Pure prefills (``max_new_tokens=0``) with logprobs from position 0, after a flush (no cache)."""
-    ctx.engine.flush_cache()
+def replay(ctx: CheckContext, sequences: Sequence[tuple[int, ...]]) -> list[Generation]:
+    """Pure prefills (``max_new_tokens=0``) with logprobs from position 0, after a flush (no cache).
+
+    At the suite's temperature, as upstream; ``replay_batch_size`` replays in batches, each after a flush.
+    """
     requests = [
         GenerateRequest(
             seq,
             max_new_tokens=0,
-            temperature=0.0,
+            temperature=ctx.suite.temperature,
             ignore_eos=True,
             logprob_start_len=0,
             top_logprobs_num=REPLAY_TOP_K,
@@ -51,11 +78,32 @@ def _replay(ctx: CheckContext, sequences: Sequence[tuple[int, ...]]) -> list[Gen
         )
         for seq in sequences
     ]
-    return ctx.engine.generate(requests, progress=ctx.progress.advance)
+    size = ctx.suite.replay_batch_size or max(1, len(requests))
+    out: list[Generation] = []
+    for start in range(0, len(requests), size):
+        ctx.engine.flush_cache()
+        out.extend(ctx.engine.generate(requests[start : start + size], progress=ctx.progress.advance))
+    return out
 
 
-def align(sample: int, prompt: Sequence[int], test: Generation, replay: Generation) -> AlignedSample:
-    """Decode logprob ``k`` ↔ the replay's input logprob at ``len(prompt) + k`` (its last ``N`` entries)."""
+def estimator_notes(ctx: CheckContext) -> tuple[str, ...]:
+    """What the numbers estimate, when not greedy (the report shows it)."""
+    t = ctx.suite.temperature
+    if t <= 0:
+        return ()
+    return (
+        f"sampled decode at temperature {t:g}: tokens are drawn from the decode distribution, so mean k3 is an "
+        "unbiased estimate of KL(decode || replay) (greedy runs measure k3 at the argmax token)",
+    )
+
+
+def align(
+    sample: int, prompt: Sequence[int], test: Generation, replay: Generation, greedy: bool = True
+) -> AlignedSample:
+    """Decode logprob ``k`` ↔ the replay's input logprob at ``len(prompt) + k`` (its last ``N`` entries).
+
+    Flips (the replay's top-1 differing from the token) only mean something for a greedy decode.
+    """
     n = len(test.output_ids)
     if len(replay.input_logprobs) != len(prompt) + n:
         raise EngineError(
@@ -63,7 +111,7 @@ def align(sample: int, prompt: Sequence[int], test: Generation, replay: Generati
         )
     lp_ref = replay.input_logprobs[len(prompt) :]
     top1 = margin = None
-    if replay.input_top is not None:
+    if replay.input_top is not None and greedy:
         ids, lps = replay.input_top.ids[len(prompt) :], replay.input_top.logprobs[len(prompt) :]
         top1 = ids[:, 0]
         margin = lps[:, 0] - lps[:, 1] if lps.shape[1] > 1 else None
@@ -90,9 +138,17 @@ def _compare_replayed(
     cache: CacheStats | None,
 ) -> CheckOutput:
     ctx.progress.phase(f"{name}: replay")
-    replays = _replay(ctx, [tuple(p) + t.output_ids for p, t in zip(prompts, tests, strict=True)])
-    aligned = [align(i, p, t, r) for i, p, t, r in zip(indices, prompts, tests, replays, strict=True)]
-    return compare(name, aligned, ctx.thresholds, cache=cache, extra={"profile": ctx.profile})
+    replays = replay(ctx, [tuple(p) + t.output_ids for p, t in zip(prompts, tests, strict=True)])
+    greedy = ctx.suite.temperature <= 0
+    aligned = [align(i, p, t, r, greedy) for i, p, t, r in zip(indices, prompts, tests, replays, strict=True)]
+    return compare(
+        name,
+        aligned,
+        ctx.thresholds.for_check(name),
+        cache=cache,
+        notes=estimator_notes(ctx),
+        extra={"profile": ctx.profile},
+    )
 
 
 def check_match(ctx: CheckContext) -> CheckOutput:
@@ -104,7 +160,7 @@ def check_match(ctx: CheckContext) -> CheckOutput:
     return _compare_replayed(ctx, "match", range(len(prompts)), prompts, gens, None)
 
 
-def _cache_blocked(ctx: CheckContext, name: str) -> CheckOutput | None:
+def cache_blocked(ctx: CheckContext, name: str) -> CheckOutput | None:
     reason = ctx.engine.cache_unsupported_reason()
     if reason is None and ctx.engine.server_info().disable_radix_cache:
         reason = "the server reports its radix cache disabled (disable_radix_cache=true), so no prefix can hit it"
@@ -127,7 +183,7 @@ def _too_few(name: str, kept: int, total: int, rule: str) -> CheckOutput | None:
 def check_prefill_cache_hit(ctx: CheckContext) -> CheckOutput:
     """Warm the cache with the prompts, generate (the prefill hits it), replay the hits without cache."""
     name = "prefill_cache_hit"
-    blocked = _cache_blocked(ctx, name)
+    blocked = cache_blocked(ctx, name)
     if blocked is not None:
         return blocked
     prompts = ctx.prompts()
@@ -146,7 +202,7 @@ def check_prefill_cache_hit(ctx: CheckContext) -> CheckOutput:
 def check_decode_cache_hit(ctx: CheckContext) -> CheckOutput:
     """Turn 2 = turn-1 prompt + its output + ``","``, generated on the warm cache that turn 1's decode filled."""
     name = "decode_cache_hit"
-    blocked = _cache_blocked(ctx, name)
+    blocked = cache_blocked(ctx, name)
     if blocked is not None:
         return blocked
     prompts = ctx.prompts()
@@ -155,7 +211,7 @@ def check_decode_cache_hit(ctx: CheckContext) -> CheckOutput:
     ctx.engine.flush_cache()
     turn1 = _generate(ctx, prompts, ctx.suite.max_new_tokens)
     turn2_prompts = [tuple(p) + g.output_ids + sep for p, g in zip(prompts, turn1, strict=True)]
-    turn2 = _generate(ctx, turn2_prompts, ctx.suite.max_new_tokens)
+    turn2 = _generate(ctx, turn2_prompts, ctx.suite.max_new_tokens, turn=1)
     # Only a hit that reaches past the turn-1 prompt reuses state written during decode.
     keep = [i for i, g in enumerate(turn2) if g.cached_tokens > len(prompts[i]) + 1]
     too_few = _too_few(name, len(keep), len(prompts), "reused decoded tokens (cached_tokens > turn-1 prompt + 1)")

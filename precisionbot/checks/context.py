@@ -51,6 +51,7 @@ class CheckContext:
     _documents: list[corpus.Document] | None = None
     _prompts: list[tuple[int, ...]] | None = None
     _separator: tuple[int, ...] | None = None
+    _runs: dict[tuple[int, int, int, int], list[tuple[int, ...]]] = field(default_factory=dict)
 
     def documents(self) -> list[corpus.Document]:
         if self._documents is None:
@@ -70,13 +71,38 @@ class CheckContext:
         return self._prompts
 
     def separator_ids(self) -> tuple[int, ...]:
-        """The token(s) of ``","`` (SGLang's turn separator in decode_cache_hit), without a BOS the engine adds."""
+        """The token(s) of ``","`` (SGLang's turn separator in decode_cache_hit).
+
+        ``separator: upstream`` keeps what the tokenizer gives, BOS included, as kl_test_utils'
+        ``tokenizer.encode(",")``; ``strip-bos`` (the default) drops a BOS the engine adds.
+        """
         if self._separator is None:
             comma, probe = self.engine.tokenize([",", "x"])
-            if len(comma) > 1 and probe and comma[0] == probe[0]:
+            if self.suite.separator == "strip-bos" and len(comma) > 1 and probe and comma[0] == probe[0]:
                 comma = comma[1:]  # a shared first token is a BOS, not part of the text
             self._separator = tuple(comma)
         return self._separator
+
+    def _tokenize(self) -> corpus.Tokenize:
+        if self.config.engine.tokenizer is not None:
+            return local_tokenizer(self.config.engine.tokenizer)
+        return self.engine.tokenize
+
+    def token_runs(self, n: int, tokens: tuple[int, int], stream: int) -> list[tuple[int, ...]]:
+        """``n`` corpus snippets of ``tokens`` length (no BOS), for turn and branch suffixes.
+
+        ``stream`` keeps the draws of different uses apart; all are deterministic for the suite's seed.
+        """
+        key = (n, *tokens, stream)
+        if key not in self._runs:
+            tokenize = self._tokenize()
+            first, probe = tokenize(["x", "y"])
+            bos = len(first) > 1 and bool(probe) and first[0] == probe[0]
+            lo, hi = tokens
+            seed = self.suite.seed * 7919 + 101 * stream + 1
+            runs = corpus.build_prompts(tokenize, self.documents(), n, (lo + bos, hi + bos), seed)
+            self._runs[key] = [r[1:] if bos and len(r) > 1 and r[0] == first[0] else r for r in runs]
+        return self._runs[key]
 
 
 CheckFn = Callable[[CheckContext], CheckOutput]

@@ -65,6 +65,7 @@ def signature_for(ctx: CheckContext) -> str:
             "max_new_tokens": suite.max_new_tokens,
             "prompt_tokens": list(suite.prompt_tokens),
             "seed": suite.seed,
+            **suite.conversation_params(),
         },
     ).digest
 
@@ -83,13 +84,16 @@ def run_suite(
 ) -> CheckRun:
     """Run ``checks`` (default: the suite's) in order and collect results and arrays."""
     profile = profile or config.thresholds.profile
+    thresholds = config.thresholds_for(
+        None if model is None else model.name, None if model is None else model.tp, profile
+    )
+    if suite.kl_div is not None and profile == "default":
+        thresholds = dataclasses.replace(thresholds, kl_div=suite.kl_div)  # the suite's own (a kit's threshold)
     ctx = CheckContext(
         engine=engine,
         config=config,
         suite=suite,
-        thresholds=config.thresholds_for(
-            None if model is None else model.name, None if model is None else model.tp, profile
-        ),
+        thresholds=thresholds,
         profile=profile,
         model=model,
         baseline_store=baseline_store or config.baselines.store,

@@ -99,7 +99,13 @@ def apply_overrides(suite: SuiteConfig, args: argparse.Namespace) -> SuiteConfig
             dump_dir=layers[0] or suite.layers.dump_dir,
             baseline_dir=layers[1] or suite.layers.baseline_dir,
         )
-    return dataclasses.replace(suite, **changes)
+    out = dataclasses.replace(suite, **changes)
+    if out.samples % out.branches:
+        raise ConfigError(
+            f"--samples {out.samples}: suite {suite.name!r} has {out.branches} branches per group, so samples "
+            f"must be a multiple of {out.branches}"
+        )
+    return out
 
 
 def _model(config: Config, args: argparse.Namespace) -> ModelConfig | None:

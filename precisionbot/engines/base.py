@@ -34,6 +34,8 @@ class GenerateRequest:
     top_logprobs_num: int = 0
     return_text: bool = False
     """Ask for token text in the logprob entries (only where we show tokens: it costs detokenisation)."""
+    sampling_seed: int | None = None
+    """Seed of this request's sampling (temperature > 0), where the engine honours it; None = not sent."""
 
     def __post_init__(self) -> None:
         if not self.input_ids:

@@ -88,6 +88,8 @@ class OpenAIEngine:
             "logprobs": max(1, r.top_logprobs_num),
             "return_tokens_as_token_ids": True,
         }
+        if r.sampling_seed is not None:
+            body["seed"] = r.sampling_seed
         if r.logprob_start_len >= 0:
             body["prompt_logprobs"] = max(1, r.top_logprobs_num)
         data = self.http.json_call("POST", "/v1/completions", json=body, what=f"/v1/completions request {index}")

@@ -24,15 +24,19 @@ def generate_body(requests: Sequence[GenerateRequest]) -> dict[str, Any]:
     """The ``/generate`` body for a batch, as SGLang's KL helpers send it (temperature always explicit)."""
     return {
         "input_ids": [list(r.input_ids) for r in requests],
-        "sampling_params": [
-            {"temperature": r.temperature, "max_new_tokens": r.max_new_tokens, "ignore_eos": r.ignore_eos}
-            for r in requests
-        ],
+        "sampling_params": [_sampling_params(r) for r in requests],
         "return_logprob": True,
         "logprob_start_len": [r.logprob_start_len for r in requests],
         "top_logprobs_num": [r.top_logprobs_num for r in requests],
         "return_text_in_logprobs": any(r.return_text for r in requests),
     }
+
+
+def _sampling_params(r: GenerateRequest) -> dict[str, Any]:
+    sp: dict[str, Any] = {"temperature": r.temperature, "max_new_tokens": r.max_new_tokens, "ignore_eos": r.ignore_eos}
+    if r.sampling_seed is not None:
+        sp["sampling_seed"] = r.sampling_seed  # SGLang's per-request seed (needs a deterministic sampling backend)
+    return sp
 
 
 class SGLangEngine:

@@ -48,6 +48,10 @@ class Behaviour:
     bias: float = 0.0
     never_cache: bool = False
     """Report cached_tokens 0 while claiming the radix cache is on."""
+    cached_shift: int = 0
+    """Report this many cached tokens fewer than the toy cache served (a wrong cached_tokens)."""
+    server_info_extra: dict[str, Any] = field(default_factory=dict)
+    """More /server_info fields (page_size, uses_mamba_radix_cache, mamba_track_interval ...)."""
     calls: list[str] = field(default_factory=list)
     bodies: list[Any] = field(default_factory=list)
 
@@ -104,7 +108,7 @@ class FakeState:
             "finish_reason": {"type": "length", "length": len(out)},
             "prompt_tokens": len(ids),
             "completion_tokens": len(out),
-            "cached_tokens": cached,
+            "cached_tokens": max(0, cached - self.b.cached_shift) if cached else 0,
             "e2e_latency": 0.001,
             "input_token_logprobs": inp,
             "output_token_logprobs": out,
@@ -169,7 +173,8 @@ class _Handler(BaseHTTPRequestHandler):
         b = self.state.b
         b.calls.append(f"GET {self.path}")
         if self.path == "/server_info" and not b.server_info_404:
-            self._send(200, {"disable_radix_cache": b.disable_radix_cache, "version": "fake", "tp_size": 1})
+            info = {"disable_radix_cache": b.disable_radix_cache, "version": "fake", "tp_size": 1}
+            self._send(200, {**info, **b.server_info_extra})
         elif self.path == "/get_server_info":
             self._send(200, {"disable_radix_cache": b.disable_radix_cache, "version": "fake-old"})
         elif self.path in ("/health", "/health_generate"):

@@ -1,0 +1,104 @@
+"""SGLang's ``cached_tokens`` expectations (``kl_multiturn_utils.py``), as pure functions, and their choice.
+
+Upstream asserts, after every turn of a multi-turn helper, how many prompt tokens the server must report as
+served from its cache:
+
+* radix cache, prefill (``default_prefill_cache_assert``): exactly the warmed prefix;
+* radix cache, later turns (``default_decode_cache_assert``): the previous turn's input + output, or one
+  less (a turn that stopped by length never computed its last token's KV), or that cut to ``page_size``;
+* mamba/hybrid cache (``make_mamba_prefill_assert(chunk)``): within one chunk below the prefix rounded down
+  to the chunk; (``make_mamba_decode_assert(interval, lag)``): at least the last track-interval boundary
+  before input + output - 1, less the allowed checkpoint lag.
+
+The rules are chosen from ``/server_info`` by SGLang's own field names (``page_size``,
+``uses_mamba_radix_cache`` / ``mamba_ssm_dtype``, ``mamba_track_interval``, ``mamba_cache_chunk_size``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SGLANG_MAMBA_TRACK_INTERVAL = 256
+"""``--mamba-track-interval``'s default in SGLang 0.5.23's server arguments."""
+MAMBA_CHUNK = 64
+"""``make_mamba_prefill_assert``'s default chunk (and the floor of SGLang's mamba cache chunk)."""
+
+
+def _int(raw: Mapping[str, Any], key: str, default: int) -> int:
+    value = raw.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+@dataclass(frozen=True)
+class CacheRules:
+    """Which expectation applies, with its parameters; ``prefill``/``decode`` return None or the violation."""
+
+    kind: str
+    """``radix`` or ``mamba``."""
+    page_size: int = 1
+    chunk_size: int = MAMBA_CHUNK
+    track_interval: int = SGLANG_MAMBA_TRACK_INTERVAL
+    checkpoint_lag: int = 0
+
+    def describe(self) -> str:
+        if self.kind == "mamba":
+            return (
+                f"SGLang's mamba rules (chunk {self.chunk_size}, track interval {self.track_interval}, "
+                f"checkpoint lag {self.checkpoint_lag})"
+            )
+        return f"SGLang's radix-cache rules (page_size {self.page_size})"
+
+    def prefill(self, actual: int, prefix_len: int) -> str | None:
+        """After warming ``prefix_len`` tokens, the first turn's ``cached_tokens``."""
+        if self.kind == "mamba":
+            upper = prefix_len // self.chunk_size * self.chunk_size
+            lower = max(0, upper - self.chunk_size)
+            return None if lower <= actual <= upper else f"expected cached_tokens in [{lower}, {upper}], got {actual}"
+        return None if actual == prefix_len else f"expected cached_tokens={prefix_len}, got {actual}"
+
+    def decode(self, actual: int, history_len: int, output_len: int) -> str | None:
+        """A later turn's ``cached_tokens``, given the previous turn's input and output lengths."""
+        if self.kind == "mamba":
+            if output_len <= 0:
+                expected = history_len
+            else:
+                boundary = (history_len + output_len - 1) // self.track_interval * self.track_interval
+                expected = max(0, boundary - self.checkpoint_lag)
+            return None if actual >= expected else f"expected cached_tokens>={expected}, got {actual}"
+        expected = history_len + output_len
+        allowed = sorted({expected, expected - 1, (expected - 1) // self.page_size * self.page_size})
+        return None if actual in allowed else f"expected cached_tokens in {allowed}, got {actual}"
+
+
+def uses_mamba_cache(raw: Mapping[str, Any]) -> bool:
+    """The server reports a hybrid (mamba / linear-attention) radix cache."""
+    flag = raw.get("uses_mamba_radix_cache")
+    if isinstance(flag, bool):
+        return flag
+    # Older builds do not report the derived flag; a mamba state dtype is only set for such models.
+    return isinstance(raw.get("mamba_ssm_dtype"), str) and bool(raw.get("mamba_ssm_dtype"))
+
+
+def rules_for(raw: Mapping[str, Any], checkpoint_lag: int = 0) -> CacheRules:
+    """The rules a server's ``/server_info`` calls for (a missing ``page_size`` means 1, as SGLang's default)."""
+    page = _int(raw, "page_size", 1)
+    if uses_mamba_cache(raw):
+        return CacheRules(
+            kind="mamba",
+            page_size=page,
+            chunk_size=_int(raw, "mamba_cache_chunk_size", max(MAMBA_CHUNK, page)),
+            track_interval=_int(raw, "mamba_track_interval", SGLANG_MAMBA_TRACK_INTERVAL),
+            checkpoint_lag=checkpoint_lag,
+        )
+    return CacheRules(kind="radix", page_size=page)
+
+
+def interleave_order(n: int, branches: int) -> list[int] | None:
+    """Submission order g0b0, g1b0, ..., g0b1, g1b1, ... (remainder last); None when nothing to interleave."""
+    if branches <= 1 or branches >= n:
+        return None
+    groups = n // branches
+    order = [g * branches + b for b in range(branches) for g in range(groups)]
+    return order + list(range(groups * branches, n))
