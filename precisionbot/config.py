@@ -178,9 +178,10 @@ class SuiteConfig:
     (sampled: mean k3 is then an unbiased estimate of KL(decode || replay))."""
     sampling_seed: int | None = 0
     """Base of the per-request ``sampling_seed`` when temperature > 0 (None = unseeded, as upstream)."""
-    separator: str = "strip-bos"
-    """decode_cache_hit's turn-2 suffix: ``upstream`` = the tokenizer's own encoding of ``","`` (BOS included
-    when it adds one, as kl_test_utils); ``strip-bos`` = without that BOS (precisionbot <= 0.x numbers)."""
+    separator: str = "upstream"
+    """decode_cache_hit's turn-2 suffix: ``upstream`` (the default) = the tokenizer's own encoding of ``","``
+    (BOS included when it adds one, as kl_test_utils, so numbers port 1:1); ``strip-bos`` = without that BOS
+    (what precisionbot produced before it matched upstream here)."""
     cache_asserts: bool = True
     """Multi-turn shape: check every turn's ``cached_tokens`` with SGLang's rules (a violation FAILS)."""
     mamba_checkpoint_lag: int = 0

@@ -73,8 +73,8 @@ class CheckContext:
     def separator_ids(self) -> tuple[int, ...]:
         """The token(s) of ``","`` (SGLang's turn separator in decode_cache_hit).
 
-        ``separator: upstream`` keeps what the tokenizer gives, BOS included, as kl_test_utils'
-        ``tokenizer.encode(",")``; ``strip-bos`` (the default) drops a BOS the engine adds.
+        ``separator: upstream`` (the default) keeps what the tokenizer gives, BOS included, as kl_test_utils'
+        ``tokenizer.encode(",")``; ``strip-bos`` drops a BOS the engine adds.
         """
         if self._separator is None:
             comma, probe = self.engine.tokenize([",", "x"])

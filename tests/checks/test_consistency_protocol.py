@@ -86,8 +86,9 @@ def test_decode_cache_hit_builds_turn_two_from_output_and_separator() -> None:
     turn2 = [ids for body in bodies[2:4] for ids in body["input_ids"]]
     for prompt in turn1:  # batches arrive concurrently, in any order
         (follow,) = [t for t in turn2 if t[: len(prompt)] == prompt]
-        assert len(follow) == len(prompt) + 6 + 1
-        assert follow[-1] == 2 + (ord(",") % 38)  # the fake tokenizer's ","; its BOS was dropped
+        # SGLang's tokenizer.encode(","): the fake tokenizer's BOS (1) and its ","
+        assert len(follow) == len(prompt) + 6 + 2
+        assert follow[-2:] == [1, 2 + (ord(",") % 38)]
     assert run.result.checks[0].cache.kept == 4  # type: ignore[union-attr]
 
 

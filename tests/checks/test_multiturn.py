@@ -21,7 +21,11 @@ from precisionbot.results import RunResult, Verdict
 from tests.engines.fake_sglang import Behaviour, fake_sglang
 
 CONFIG = Config.default()
-SINGLE = dataclasses.replace(CONFIG.suite("consistency"), samples=6, max_new_tokens=12, prompt_tokens=(40, 90))
+# The single-turn shape as it was before multi-turn existed; ``strip-bos`` is the separator precisionbot used
+# then (the default is now SGLang's own ``tokenizer.encode(",")``, BOS included).
+SINGLE = dataclasses.replace(
+    CONFIG.suite("consistency"), samples=6, max_new_tokens=12, prompt_tokens=(40, 90), separator="strip-bos"
+)
 MULTI = dataclasses.replace(
     CONFIG.suite("consistency"),
     samples=4,
@@ -60,15 +64,17 @@ def _run(behaviour: Behaviour, suite: SuiteConfig, config: Config = CONFIG, **kw
         ),
     ],
 )
-def test_single_turn_defaults_are_bit_for_bit_what_they_were(
+def test_single_turn_results_are_bit_for_bit_what_they_were(
     mode: str, means: list[float], verdicts: list[Verdict], bodies_digest: str
 ) -> None:
-    """Numbers, verdicts, every request body and the signature pinned from the code before multi-turn existed."""
+    """Numbers, verdicts, every request body and the signature pinned from the code before multi-turn existed
+    (with the separator it used then, ``strip-bos``)."""
     run, bodies = _run(Behaviour(mode=mode, bias=0.05), SINGLE)
     assert [c.stats["mean_k3"] for c in run.checks] == means
     assert [c.verdict for c in run.checks] == verdicts
     assert hashlib.sha256(json.dumps(bodies, sort_keys=True).encode()).hexdigest()[:16] == bodies_digest
-    assert run.signature.startswith("e9cccf6e4ce010d6")
+    # strip-bos is no longer the default, so it enters the signature (the default suite keeps e9cccf6e4ce010d6).
+    assert run.signature.startswith("f25e4bdd4021812b")
 
 
 def test_multi_turn_branches_pass_with_every_cache_expectation_met() -> None:
@@ -169,6 +175,7 @@ def test_upstream_separator_keeps_the_bos() -> None:
     suite = dataclasses.replace(SINGLE, samples=2, checks=("decode_cache_hit",))
     _, stripped = _run(Behaviour(), suite)
     _, upstream = _run(Behaviour(), dataclasses.replace(suite, separator="upstream"))
+    _, default = _run(Behaviour(), dataclasses.replace(suite, separator=CONFIG.suite("consistency").separator))
 
     def turn2(bodies: list[Any]) -> list[int]:
         gens = [b for b in bodies if "input_ids" in b and b["sampling_params"][0]["max_new_tokens"] > 0]
@@ -177,6 +184,7 @@ def test_upstream_separator_keeps_the_bos() -> None:
     # The fake tokenizer adds BOS (1) to text: upstream's tokenizer.encode(",") is [BOS, ","].
     assert turn2(upstream)[-2:] == [1, turn2(stripped)[-1]]
     assert len(turn2(upstream)) == len(turn2(stripped)) + 1
+    assert turn2(default) == turn2(upstream)  # SGLang's behaviour is the default
 
 
 def test_suite_options_are_validated() -> None:
