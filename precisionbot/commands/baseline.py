@@ -37,6 +37,13 @@ def register(subparsers: Any) -> None:
     rec.add_argument("--config", metavar="FILE", help="precisionbot YAML config")
     rec.add_argument("--suite", metavar="NAME", help="suite whose golden options to use (default: the baseline suite)")
     rec.add_argument("--model", metavar="NAME", help="model name (from the config's models); default: the engine's")
+    rec.add_argument(
+        "--reruns",
+        type=int,
+        metavar="R",
+        help="also run the consistency helpers R times and store their noise with the run "
+        "(default: baselines.helper_reruns, 5; 0 = golden only)",
+    )
     rec.set_defaults(handler=_record)
 
     lst = sub.add_parser("list", help="list the runs in a store, newest first")
@@ -69,8 +76,10 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot import corpus
     from precisionbot.baselines import open_store
     from precisionbot.checks.golden import golden_target, record_golden
+    from precisionbot.checks.vs_main import rerun_helpers
     from precisionbot.commands.check import _model, open_engine
     from precisionbot.config import load_config_or_default
+    from precisionbot.errors import ConfigError
 
     config = load_config_or_default(args.config)
     suite = config.suite(args.suite or config.github.baseline_suite)
@@ -78,16 +87,32 @@ def _record(args: argparse.Namespace) -> int:
     store = open_store(_store_uri(args, config))
     documents = corpus.suite_documents(suite.corpus)
     commit = args.engine_commit or os.environ.get("PRECISIONBOT_ENGINE_COMMIT") or None
+    reruns = config.baselines.helper_reruns if args.reruns is None else args.reruns
+    if reruns < 0 or reruns in (1, 2):
+        raise ConfigError(f"--reruns {reruns}: use 0 (golden only) or at least 3 (main's noise needs 3 reruns)")
     with (
         tempfile.TemporaryDirectory(prefix="precisionbot-engine-") as logs,
         open_engine(config, args, model, Path(logs)) as engine,
     ):
         target = golden_target(engine, config, suite.golden, model, documents)
-        meta = record_golden(target, store, label=args.label, producer=args.producer, engine_commit=commit)
+        helpers = None
+        if reruns:
+            helpers = rerun_helpers(engine, config, suite, model, reruns, on_rerun=_rerun_line)
+        meta = record_golden(
+            target, store, label=args.label, producer=args.producer, engine_commit=commit, helpers=helpers
+        )
     print(f"recorded {meta.run_id} ({meta.label}, producer {meta.producer}, {meta.stats['positions']} positions)")
+    if helpers is not None:
+        kept = ", ".join(f"{h} x{helpers.reruns(h)}" for h in helpers.helpers) or "none usable"
+        print(f"  helper reruns: {kept}")
     print(f"  {store.uri}/{meta.prefix}")
     print(f"  model {meta.model}, signature {meta.signature}")
     return 0
+
+
+def _rerun_line(index: int, result: Any) -> None:
+    cells = [f"{c.name} {c.verdict} mean_k3 {c.stats.get('mean_k3')}" for c in result.checks]
+    print(f"  helper rerun {index + 1}: " + "; ".join(cells), file=sys.stderr)
 
 
 def _existing_store(uri: str) -> Any:
