@@ -230,10 +230,7 @@ def compare_to_main(
     spread = float(np.std(e, ddof=1))
     se = spread * math.sqrt(1.0 + 1.0 / reruns)
     df = reruns - 1
-    if se > 0.0:
-        p_value = t_sf(delta / se, df)
-    else:  # main reran bit-identically: any difference is beyond its noise
-        p_value = 0.0 if delta > 0 else (0.5 if delta == 0 else 1.0)
+    p_value = t_sf(delta / se, df) if se > 0.0 else _p_without_spread(delta)
     half = t_ppf(0.975, df) * se
     main_means = np.exp(y).copy()
     main_means[~np.isfinite(y)] = np.nan
@@ -249,6 +246,11 @@ def compare_to_main(
         alpha=alpha,
         min_ratio=min_ratio,
     )
+
+
+def _p_without_spread(delta: float) -> float:
+    """Main reran bit-identically: any difference at all is beyond its noise."""
+    return 0.0 if delta > 0 else (0.5 if delta == 0 else 1.0)
 
 
 def trimmed_mean(values: npt.NDArray[np.float64], cut: float = TRIM) -> float:

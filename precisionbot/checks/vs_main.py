@@ -51,7 +51,12 @@ def judge_vs_main(
     extra = {**result.extra, "vs_main": info}
     if not comparison.regression:
         return dataclasses.replace(result, reasons=(*result.reasons, _within(comparison)), extra=extra)
-    kept = result.reasons if result.verdict is Verdict.FAIL else result.reasons[:1]
+    # A helper that passed the absolute thresholds says so under the regression (the rule caught it below them).
+    kept = (
+        result.reasons
+        if result.verdict is Verdict.FAIL
+        else tuple(f"absolute thresholds pass: {r}" for r in result.reasons[:1])
+    )
     return dataclasses.replace(result, verdict=Verdict.FAIL, reasons=(_regression(comparison), *kept), extra=extra)
 
 
@@ -84,9 +89,7 @@ def apply_vs_main(ctx: CheckContext, outputs: list[CheckOutput]) -> list[CheckOu
     try:
         target = target_from_context(ctx)
         store = open_store(ctx.baseline_store or ctx.config.baselines.store)
-        found, why = select_helper_baseline(
-            store, target.model, target.signature().digest, helper_params(ctx.suite)
-        )
+        found, why = select_helper_baseline(store, target.model, target.signature().digest, helper_params(ctx.suite))
     except PrecisionbotError as exc:
         found, why = None, f"could not read helper baselines: {exc}"
     if found is None:
@@ -102,9 +105,7 @@ def apply_vs_main(ctx: CheckContext, outputs: list[CheckOutput]) -> list[CheckOu
     return [
         dataclasses.replace(
             o,
-            result=judge_vs_main(
-                o.result, why, found, alpha=limits.vs_main_alpha, min_ratio=limits.vs_main_min_ratio
-            ),
+            result=judge_vs_main(o.result, why, found, alpha=limits.vs_main_alpha, min_ratio=limits.vs_main_min_ratio),
         )
         if id(o) in helpers
         else o

@@ -15,7 +15,7 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("baseline", help="record, list and show golden baselines")
+    parser = subparsers.add_parser("baseline", help="record, list, show and trace golden and helper baselines")
     sub = parser.add_subparsers(dest="baseline_command", metavar="ACTION")
     sub.required = True
 
@@ -51,6 +51,14 @@ def register(subparsers: Any) -> None:
     lst.add_argument("--model", metavar="NAME")
     lst.add_argument("--json", action="store_true", help="one JSON object per line")
     lst.set_defaults(handler=_list)
+
+    hist = sub.add_parser(
+        "history", help="each baseline's golden and helper statistics over time, vs the previous and the first"
+    )
+    hist.add_argument("--store", metavar="URI")
+    hist.add_argument("--model", metavar="NAME")
+    hist.add_argument("--json", action="store_true", help="one JSON object per line")
+    hist.set_defaults(handler=_history)
 
     show = sub.add_parser("show", help="show one run's meta, signature parts, files and stats")
     show.add_argument("run", metavar="RUN", help="run id (or a unique prefix of it)")
@@ -160,6 +168,25 @@ def _list(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    from precisionbot.baselines.history import history, table
+
+    store = _existing_store(_store_uri(args))
+    rows = history(store, args.model)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False))
+        return 0
+    if not rows:
+        print(f"no runs in {store.uri}")
+        return 0
+    cells = table(rows)
+    widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
+    for line in cells:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
     return 0
 
 

@@ -81,7 +81,8 @@ def _from_store(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
         runs = [r for r in list_runs(store, args.model) if r.label != "failed" and "helpers" in r.extra]
         if not runs:
             raise StoreError(
-                f"no run with helper reruns in {store.uri}" + (f" for model {args.model!r}" if args.model else "")
+                f"no run with helper reruns in {store.uri}"
+                + (f" for model {args.model!r}" if args.model else "")
                 + "; record one with `precisionbot baseline record --reruns 20 --store URI` or use --engine-url"
             )
         run = runs[0]
@@ -155,9 +156,7 @@ def _as_json(fits: Mapping[str, Any], key: str, run_id: Any, flake: float, rate:
         "flake_rate": flake,
         "rate_per_gate": rate,
         "token_k3": token_k3,
-        "fits": {
-            h: {s: {k: _num(v) for k, v in vars(f).items()} for s, f in per.items()} for h, per in fits.items()
-        },
+        "fits": {h: {s: {k: _num(v) for k, v in vars(f).items()} for s, f in per.items()} for h, per in fits.items()},
     }
 
 
@@ -182,9 +181,7 @@ def _as_yaml(
         threshold_key = STAT_KEYS[stat]
         values = [per[stat] for per in fits.values()]
         ok = [f.threshold for f in values if f.threshold is not None]
-        detail = "; ".join(
-            f"{h} {_detail(per[stat])}" for h, per in fits.items()
-        )
+        detail = "; ".join(f"{h} {_detail(per[stat])}" for h, per in fits.items())
         if len(ok) == len(values):
             lines.append(f"      {threshold_key}: {float(f'{max(ok):.3g}')!r}  # {detail}")
         else:
