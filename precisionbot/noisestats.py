@@ -22,6 +22,7 @@ per-sample residuals instead (many more degrees of freedom) was tried and reject
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -131,6 +132,7 @@ def _chi_scale_grid(df: int, points: int = 4001) -> tuple[Matrix, Matrix]:
     return u, np.exp(log_pdf) * 2.0 * df * u
 
 
+@functools.lru_cache(maxsize=256)
 def tolerance_factor(n: int, p: float, confidence: float = TOLERANCE_CONFIDENCE) -> float:
     """One-sided normal tolerance factor ``k``: ``mean + k·sd`` of ``n`` draws is above the ``p`` quantile
     with probability ``confidence``. Exact (the noncentral-t factor) by integrating over the sample sd:
