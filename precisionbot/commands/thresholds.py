@@ -128,7 +128,7 @@ def _live(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
 
 def _suggest(args: argparse.Namespace) -> int:
     from precisionbot.errors import ConfigError
-    from precisionbot.noisestats import suggest
+    from precisionbot.noisestats import EXTRAPOLATION, suggest
 
     if not 0.0 < args.flake_rate < 0.5:
         raise ConfigError(f"--flake-rate {args.flake_rate}: use a rate per run in (0, 0.5), e.g. 0.001")
@@ -146,6 +146,14 @@ def _suggest(args: argparse.Namespace) -> int:
     refused = [(h, s, f) for h, per in fits.items() for s, f in per.items() if f.threshold is None]
     for h, s, f in refused:
         print(f"precisionbot: {h} {s}: {f.refused}", file=sys.stderr)
+    if refused:
+        reruns = min(f.reruns for _h, _s, f in refused)
+        best = gates / (EXTRAPOLATION * reruns) if reruns else math.inf
+        print(
+            f"precisionbot: {reruns} reruns support --flake-rate {plain(best)} or more over these {gates} gates; "
+            f"--flake-rate {plain(args.flake_rate)} needs {max(f.needed_reruns for _h, _s, f in refused)} reruns",
+            file=sys.stderr,
+        )
     return 2 if refused else 0
 
 
