@@ -103,7 +103,7 @@ def test_suggest_matches_the_lognormal_reference() -> None:
     values = np.exp(rng.normal(math.log(1e-3), 0.4, 200))
     rate = 1e-3
     s = ns.suggest(values, rate)
-    shape, loc, scale = stats.lognorm.fit(values, floc=0)
+    shape, _loc, scale = stats.lognorm.fit(values, floc=0)
     n = values.size
     sd = float(np.std(np.log(values), ddof=1))
     assert s.point == pytest.approx(stats.lognorm.ppf(1 - rate, sd, 0, scale), rel=1e-9)
