@@ -13,8 +13,9 @@ reruns exceed them.
 ``engine`` does the same on the builtin engine: main's noise is the fault(s) given by ``--main-fault`` (the
 builtin engine is bit-exact without one until its production numerics land; re-run this then with
 ``--main-fault`` empty), clean PRs are further reruns of the same engine, and the noisier PR adds
-``--pr-fault`` on top (a second engine instance). It prints each helper's measured ratio, how often the rule
-flags it, and the suggested thresholds' held-out flake rate.
+``--pr-fault`` on top (a second engine instance), and planted shifts multiply the clean PR runs' per-sample
+mean k3 by each ``--scale`` factor (main's real noise, a known doubling). It prints each helper's measured
+ratio, how often the rule flags it, and the suggested thresholds' held-out flake rate.
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ def simulate(args: argparse.Namespace) -> None:
         f"simulated runs: {args.samples} samples, per-sample noise {args.sample_sd} x t(4) in log space, "
         f"whole-run effect sd {args.run_sd}, {args.pairs} pairs per row, min_ratio {args.min_ratio}"
     )
-    print(f"{'R':>3} {'alpha':>6} {'false alarms':>13} {'power x' + str(args.factor):>10} {'median ratio':>13}")
+    print(
+        f"{'R':>3} {'alpha':>6} {'clean p<alpha':>14} {'false alarms':>13} {'power x' + str(args.factor):>10} "
+        f"{'median ratio':>13}"
+    )
     for reruns in args.reruns:
         for alpha in args.alpha:
-            false = power = 0
+            false = power = below = 0
             ratios = []
             for _ in range(args.pairs):
                 prompt = rng.normal(math.log(1e-3), 1.0, args.samples)
@@ -61,6 +65,7 @@ def simulate(args: argparse.Namespace) -> None:
                 )
                 assert clean is not None and worse is not None
                 false += clean.regression
+                below += clean.p_value < alpha
                 power += worse.regression
                 ratios.append(worse.ratio)
             print(
@@ -131,6 +136,12 @@ def engine(args: argparse.Namespace) -> None:
                 f"{h:<18} {alpha:>6} {flagged_clean:>14} {flagged_worse:>16} {np.median(ratios):>23.2f} "
                 f"{np.median(main.run_stats[h]['mean_k3']):>13.3g} {np.median(worse.run_stats[h]['mean_k3']):>16.3g}"
             )
+    print("\nclean PR reruns with every per-sample mean k3 multiplied by a planted factor (real noise, known shift):")
+    print(f"{'helper':<18} {'alpha':>6} " + " ".join(f"{'x' + str(f) + ' flagged':>14}" for f in args.scale))
+    for h in main.helpers:
+        for alpha in args.alpha:
+            cells = [_flags(main.per_sample[h], clean.per_sample[h] * f, alpha, args.min_ratio) for f in args.scale]
+            print(f"{h:<18} {alpha:>6} " + " ".join(f"{c:>14}" for c in cells))
     if held is not None:
         rate = args.flake_rate / (len(main.helpers) * 2)
         pooled = {
@@ -198,6 +209,7 @@ def main() -> None:
     eng.add_argument("--prompt-tokens", type=int, nargs=2, default=[128, 256])
     eng.add_argument("--alpha", type=float, nargs="+", default=[0.01, 0.001])
     eng.add_argument("--min-ratio", type=float, default=1.5)
+    eng.add_argument("--scale", type=float, nargs="+", default=[1.5, 2.0], help="planted factors on clean PR runs")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {platform.python_version()}, numpy {np.__version__}")
     if args.mode == "simulate":

@@ -224,7 +224,7 @@ class ThresholdsConfig:
 class BaselinesConfig:
     store: str = ".precisionbot/baselines"
     """``s3://bucket/prefix``, ``file://dir`` or a directory path."""
-    helper_reruns: int = 5
+    helper_reruns: int = 8
     """``baseline record`` also runs the consistency helpers this many times (0 = golden only): main's noise."""
     vs_main: bool = True
     """Judge each helper against main's reruns when the baseline has them (a regression beyond noise fails)."""

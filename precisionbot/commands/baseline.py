@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
         type=int,
         metavar="R",
         help="also run the consistency helpers R times and store their noise with the run "
-        "(default: baselines.helper_reruns, 5; 0 = golden only)",
+        "(default: baselines.helper_reruns, 8; 0 = golden only)",
     )
     rec.set_defaults(handler=_record)
 

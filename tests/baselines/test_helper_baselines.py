@@ -151,7 +151,7 @@ def test_a_doubling_under_kl_div_is_a_regression_and_a_rerun_is_within_noise() -
 def test_baselines_config_keys_are_validated() -> None:
     c = Config.from_mapping({"baselines": {"helper_reruns": 8, "vs_main_alpha": 0.001, "vs_main_min_ratio": 2}})
     assert (c.baselines.helper_reruns, c.baselines.vs_main_alpha, c.baselines.vs_main_min_ratio) == (8, 0.001, 2.0)
-    assert Config.default().baselines.helper_reruns == 5 and Config.default().baselines.vs_main
+    assert Config.default().baselines.helper_reruns == 8 and Config.default().baselines.vs_main
     for bad, key in [
         ({"helper_reruns": 2}, "baselines.helper_reruns"),
         ({"vs_main_alpha": 0.0}, "baselines.vs_main_alpha"),
