@@ -69,8 +69,8 @@ def simulate(args: argparse.Namespace) -> None:
                 power += worse.regression
                 ratios.append(worse.ratio)
             print(
-                f"{reruns:>3} {alpha:>6} {false / args.pairs:>13.4f} {power / args.pairs:>10.3f} "
-                f"{np.median(ratios):>13.2f}"
+                f"{reruns:>3} {alpha:>6} {below / args.pairs:>14.4f} {false / args.pairs:>13.4f} "
+                f"{power / args.pairs:>10.3f} {np.median(ratios):>13.2f}"
             )
     print()
     print(f"suggested thresholds (log-normal run means, sd {args.threshold_sd}); held-out clean runs: 100,000 per fit")
