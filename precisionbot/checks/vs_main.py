@@ -22,7 +22,7 @@ from precisionbot.checks.compare import CheckOutput
 from precisionbot.checks.context import CheckContext
 from precisionbot.config import CONSISTENCY_CHECKS, Config, ModelConfig, SuiteConfig
 from precisionbot.engines.base import Engine
-from precisionbot.errors import PrecisionbotError
+from precisionbot.errors import DataError, EngineError
 from precisionbot.fmt import plain
 from precisionbot.noisestats import MIN_RERUNS, MainComparison, compare_to_main, describe
 from precisionbot.results import CheckResult, RunResult, Verdict
@@ -80,7 +80,8 @@ def _p(c: MainComparison) -> str:
 
 
 def apply_vs_main(ctx: CheckContext, outputs: list[CheckOutput]) -> list[CheckOutput]:
-    """The rule for a whole run; a store or engine problem only skips it (noted on each helper)."""
+    """The rule for a whole run. An engine or corpus problem only skips it (noted on each helper); a store that
+    cannot be read is an error naming the key, as for golden (a corrupt baseline must not pass silently)."""
     helpers = {id(o) for o in outputs if o.result.name in CONSISTENCY_CHECKS and o.result.samples}
     if not ctx.config.baselines.vs_main or not helpers:
         return outputs
@@ -90,8 +91,8 @@ def apply_vs_main(ctx: CheckContext, outputs: list[CheckOutput]) -> list[CheckOu
         target = target_from_context(ctx)
         store = open_store(ctx.baseline_store or ctx.config.baselines.store)
         found, why = select_helper_baseline(store, target.model, target.signature().digest, helper_params(ctx.suite))
-    except PrecisionbotError as exc:
-        found, why = None, f"could not read helper baselines: {exc}"
+    except (EngineError, DataError) as exc:
+        found, why = None, f"could not find the run's signature: {exc}"
     if found is None:
         note = {"vs_main": {"skipped": str(why)}}
         return [

@@ -77,3 +77,11 @@ def test_helpers_are_judged_against_mains_reruns(tmp_path: Path, capsys: pytest.
 
     assert main(["thresholds", "suggest", "--store", str(store)]) == 2
     assert "5 reruns cannot support" in capsys.readouterr().err
+
+    # A corrupt helper baseline is an error naming the object, never a silently skipped rule.
+    config.write_text(CONFIG)
+    helpers_npz.write_bytes(helpers_npz.read_bytes()[:-64])
+    argv = ["check", "--engine", "builtin", "--fault", "nondeterministic", "--config", str(config)]
+    assert main([*argv, "--baseline-store", str(store), "--out", str(tmp_path / "corrupt"), "--quiet"]) == 3
+    err = capsys.readouterr().err
+    assert "helpers.npz" in err and "sha256" in err
