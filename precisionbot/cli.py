@@ -22,7 +22,7 @@ from precisionbot.errors import PrecisionbotError
 
 EXIT_SETUP_ERROR = 3
 
-COMMANDS = ("serve", "check", "baseline", "report", "demo", "github", "runner", "calibrate")
+COMMANDS = ("serve", "check", "baseline", "report", "demo", "github", "runner", "calibrate", "thresholds")
 """Subcommand modules under ``precisionbot.commands``, in ``--help`` order."""
 
 

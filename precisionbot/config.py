@@ -301,6 +301,14 @@ class ThresholdsConfig:
 class BaselinesConfig:
     store: str = ".precisionbot/baselines"
     """``s3://bucket/prefix``, ``file://dir`` or a directory path."""
+    helper_reruns: int = 8
+    """``baseline record`` also runs the consistency helpers this many times (0 = golden only): main's noise."""
+    vs_main: bool = True
+    """Judge each helper against main's reruns when the baseline has them (a regression beyond noise fails)."""
+    vs_main_alpha: float = 0.01
+    """Significance of that rule, per helper: the false-alarm rate on a clean PR."""
+    vs_main_min_ratio: float = 1.5
+    """... and the smallest ratio to main it calls a regression (a tight main makes 1.05x significant)."""
 
 
 @dataclass(frozen=True)

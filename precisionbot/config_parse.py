@@ -64,12 +64,31 @@ def parse_config(data: Any, source: str) -> Config:
         models=_parse_models(root, runner),
         suites=suites,
         thresholds=_parse_thresholds(root.section("thresholds")),
-        baselines=BaselinesConfig(
-            store=root.section("baselines").only({"store"}).string("store", BaselinesConfig.store)
-        ),
+        baselines=_parse_baselines(root.section("baselines")),
         github=github,
         runner=runner,
         source=source,
+    )
+
+
+def _parse_baselines(r: Reader) -> BaselinesConfig:
+    d = BaselinesConfig()
+    r.only({f.name for f in dataclasses.fields(BaselinesConfig)})
+    alpha = r.fraction("vs_main_alpha", d.vs_main_alpha)
+    if not 0.0 < alpha <= 0.5:
+        raise r.error("vs_main_alpha", f"must be in (0, 0.5] (got {alpha})", "use a significance such as 0.01")
+    min_ratio = r.positive_float("vs_main_min_ratio", d.vs_main_min_ratio)
+    if min_ratio < 1.0:
+        raise r.error("vs_main_min_ratio", f"must be >= 1 (got {min_ratio})", "use e.g. 1.5 (50 % worse than main)")
+    reruns = r.nonneg_int("helper_reruns", d.helper_reruns)
+    if reruns in (1, 2) or reruns > 1000:
+        raise r.error("helper_reruns", f"must be 0 or 3..1000 (got {reruns})", "main's noise needs at least 3 reruns")
+    return BaselinesConfig(
+        store=r.string("store", d.store),
+        helper_reruns=reruns,
+        vs_main=r.boolean("vs_main", d.vs_main),
+        vs_main_alpha=alpha,
+        vs_main_min_ratio=min_ratio,
     )
 
 

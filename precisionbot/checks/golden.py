@@ -31,6 +31,8 @@ from precisionbot.baselines import (
 )
 from precisionbot.baselines.compare import Comparison, LayoutMismatch, compare_records, depth_bucket_edges
 from precisionbot.baselines.golden_record import GoldenRecord
+from precisionbot.baselines.helpers import ARRAYS as HELPER_ARRAYS
+from precisionbot.baselines.helpers import HelperRuns
 from precisionbot.baselines.judge import golden_stats, judge_golden, worst_positions
 from precisionbot.baselines.produce import (
     choose_documents,
@@ -90,8 +92,10 @@ def record_golden(
     label: str = "baseline_established",
     producer: str = "default",
     engine_commit: str | None = None,
+    helpers: HelperRuns | None = None,
 ) -> RunMeta:
-    """Run the golden corpus and store it as a new run record (never overwrites anything)."""
+    """Run the golden corpus and store it as a new run record (never overwrites anything), with ``helpers``
+    (main's helper reruns) in the same record when given."""
     signature = target.signature()
     record = produce(target.engine, plan_from_corpus(target.engine, target.chosen(), target.options))
     margins = record.top_lp[:, 0].astype(np.float64) - record.top_lp[:, 1]
@@ -111,12 +115,17 @@ def record_golden(
             "top_k": record.top_k,
             "margin_p50": float(np.median(margins)),
             "frac_margin_under_0.5": float(np.mean(margins < 0.5)),
+            **({"helpers": helpers.summary()} if helpers is not None and helpers.helpers else {}),
         },
         extra={
-            "golden": {"samples": [s.to_dict() for s in record.samples], "decode_steps": target.options.decode_steps}
+            "golden": {"samples": [s.to_dict() for s in record.samples], "decode_steps": target.options.decode_steps},
+            **({"helpers": helpers.to_extra()} if helpers is not None and helpers.helpers else {}),
         },
     )
-    return write_run(store, meta, {ARRAYS: record.to_arrays()})
+    arrays: dict[str, Any] = {ARRAYS: record.to_arrays()}
+    if helpers is not None and helpers.helpers:
+        arrays[HELPER_ARRAYS] = helpers.to_arrays()
+    return write_run(store, meta, arrays)
 
 
 def load_golden(store: Store, meta: RunMeta) -> GoldenRecord:

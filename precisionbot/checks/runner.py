@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from precisionbot.checks.compare import CACHE_HELPERS, CheckOutput, judge_against_match
 from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
 from precisionbot.checks.registry import CHECKS
+from precisionbot.checks.vs_main import apply_vs_main
 from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
 from precisionbot.errors import EngineError
@@ -102,7 +103,7 @@ def run_suite(
     names = tuple(checks or suite.checks)
     ctx.progress.start(planned_units(ctx, names))
     t0 = time.perf_counter()
-    outputs = relate_to_match([run_one(ctx, name) for name in names], ctx.thresholds)
+    outputs = apply_vs_main(ctx, relate_to_match([run_one(ctx, name) for name in names], ctx.thresholds))
     wall = time.perf_counter() - t0
     info = engine_info or EngineInfo(url=engine.url, kind=engine.kind)
     environment: dict[str, object] = {

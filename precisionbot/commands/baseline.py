@@ -15,7 +15,7 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("baseline", help="record, list and show golden baselines")
+    parser = subparsers.add_parser("baseline", help="record, list, show and trace golden and helper baselines")
     sub = parser.add_subparsers(dest="baseline_command", metavar="ACTION")
     sub.required = True
 
@@ -37,6 +37,13 @@ def register(subparsers: Any) -> None:
     rec.add_argument("--config", metavar="FILE", help="precisionbot YAML config")
     rec.add_argument("--suite", metavar="NAME", help="suite whose golden options to use (default: the baseline suite)")
     rec.add_argument("--model", metavar="NAME", help="model name (from the config's models); default: the engine's")
+    rec.add_argument(
+        "--reruns",
+        type=int,
+        metavar="R",
+        help="also run the consistency helpers R times and store their noise with the run "
+        "(default: baselines.helper_reruns, 8; 0 = golden only)",
+    )
     rec.set_defaults(handler=_record)
 
     pub = sub.add_parser(
@@ -52,6 +59,14 @@ def register(subparsers: Any) -> None:
     lst.add_argument("--model", metavar="NAME")
     lst.add_argument("--json", action="store_true", help="one JSON object per line")
     lst.set_defaults(handler=_list)
+
+    hist = sub.add_parser(
+        "history", help="each baseline's golden and helper statistics over time, vs the previous and the first"
+    )
+    hist.add_argument("--store", metavar="URI")
+    hist.add_argument("--model", metavar="NAME")
+    hist.add_argument("--json", action="store_true", help="one JSON object per line")
+    hist.set_defaults(handler=_history)
 
     show = sub.add_parser("show", help="show one run's meta, signature parts, files and stats")
     show.add_argument("run", metavar="RUN", help="run id (or a unique prefix of it)")
@@ -77,8 +92,10 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot import corpus
     from precisionbot.baselines import open_store
     from precisionbot.checks.golden import golden_target, record_golden
+    from precisionbot.checks.vs_main import rerun_helpers
     from precisionbot.commands.check import _model, open_engine
     from precisionbot.config import load_config_or_default
+    from precisionbot.errors import ConfigError
 
     config = load_config_or_default(args.config)
     suite = config.suite(args.suite or config.github.baseline_suite)
@@ -86,13 +103,24 @@ def _record(args: argparse.Namespace) -> int:
     store = open_store(_store_uri(args, config))
     documents = corpus.suite_documents(suite.corpus)
     commit = args.engine_commit or os.environ.get("PRECISIONBOT_ENGINE_COMMIT") or None
+    reruns = config.baselines.helper_reruns if args.reruns is None else args.reruns
+    if reruns < 0 or reruns in (1, 2):
+        raise ConfigError(f"--reruns {reruns}: use 0 (golden only) or at least 3 (main's noise needs 3 reruns)")
     with (
         tempfile.TemporaryDirectory(prefix="precisionbot-engine-") as logs,
         open_engine(config, args, model, Path(logs)) as engine,
     ):
         target = golden_target(engine, config, suite.golden, model, documents)
-        meta = record_golden(target, store, label=args.label, producer=args.producer, engine_commit=commit)
+        helpers = None
+        if reruns:
+            helpers = rerun_helpers(engine, config, suite, model, reruns, on_rerun=_rerun_line)
+        meta = record_golden(
+            target, store, label=args.label, producer=args.producer, engine_commit=commit, helpers=helpers
+        )
     print(f"recorded {meta.run_id} ({meta.label}, producer {meta.producer}, {meta.stats['positions']} positions)")
+    if helpers is not None:
+        kept = ", ".join(f"{h} x{helpers.reruns(h)}" for h in helpers.helpers) or "none usable"
+        print(f"  helper reruns: {kept}")
     print(f"  {store.uri}/{meta.prefix}")
     print(f"  model {meta.model}, signature {meta.signature}")
     return 0
@@ -113,6 +141,11 @@ def _publish(args: argparse.Namespace) -> int:
         for meta in publish(stage, target, now):
             print(f"published {meta.run_id} ({meta.label}, model {meta.model}) to {target.uri}/{meta.prefix}")
     return 0
+
+
+def _rerun_line(index: int, result: Any) -> None:
+    cells = [f"{c.name} {c.verdict} mean_k3 {c.stats.get('mean_k3')}" for c in result.checks]
+    print(f"  helper rerun {index + 1}: " + "; ".join(cells), file=sys.stderr)
 
 
 def _existing_store(uri: str) -> Any:
@@ -160,6 +193,25 @@ def _list(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    from precisionbot.baselines.history import history, table
+
+    store = _existing_store(_store_uri(args))
+    rows = history(store, args.model)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False))
+        return 0
+    if not rows:
+        print(f"no runs in {store.uri}")
+        return 0
+    cells = table(rows)
+    widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
+    for line in cells:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
     return 0
 
 

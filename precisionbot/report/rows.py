@@ -43,6 +43,8 @@ class CheckRow:
     flips: str
     vs_baseline: str
     vs_previous: str
+    vs_main: str = ""
+    """A helper against main's reruns: ``2.1× main, p < 0.001`` or ``within main's noise (...)``; "" if none."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,34 @@ def check_row(
         flips=flips,
         vs_baseline=vs_base,
         vs_previous=vs_prev,
+        vs_main=vs_main_cell(c),
     )
+
+
+def vs_main_cell(c: CheckResult) -> str:
+    """The helper's comparison with main's reruns (``noisestats.describe``), re-derived from the numbers
+    ``result.json`` carries rather than its stored text."""
+    from precisionbot.noisestats import MainComparison, describe
+
+    info = c.extra.get("vs_main")
+    if not isinstance(info, Mapping) or "p_value" not in info:
+        return ""
+    try:
+        low, high = (float(x) for x in info["ci95"])
+        comparison = MainComparison(
+            ratio=float(info["ratio"]),
+            ci_low=low,
+            ci_high=high,
+            p_value=float(info["p_value"]),
+            reruns=int(info["reruns"]),
+            samples=int(info["samples"]),
+            ratio_of_means=float(info.get("ratio_of_means", math.nan)),
+            alpha=float(info["alpha"]),
+            min_ratio=float(info["min_ratio"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return ""
+    return prose(describe(comparison))
 
 
 def token_label(token_id: int, text: str, texts: Mapping[int, str] | None = None, flip: bool | None = None) -> str:

@@ -12,6 +12,7 @@ import pytest
 from precisionbot.cli import main
 
 CONFIG = """
+baselines: {helper_reruns: 0}
 suites:
   consistency:
     checks: [golden]

@@ -1,0 +1,139 @@
+"""The noise-relative rule: each helper judged against main's reruns of the same signature, and the reruns
+themselves (``baseline record --reruns R``, ``thresholds suggest --engine-url``).
+
+A fixed ``kl_div`` either flakes on a noisy build or hides a regression that doubles the noise under it
+(SGLang #19581: decode KL 0.00086 → 0.00272, still "a CI flake"). When the newest good baseline of the run's
+signature carries helper reruns recorded with the same suite parameters, a helper that is worse than main
+beyond main's rerun noise (``noisestats.compare_to_main``, at ``baselines.vs_main_alpha``) fails with a
+``regression`` reason even below the absolute thresholds; one within main's noise says so. Absolute
+thresholds keep judging as before. No helper baseline: nothing changes, and the result says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from precisionbot.baselines.helpers import HelperRuns, helper_params, sample_vector, select_helper_baseline
+from precisionbot.baselines.record import RunMeta
+from precisionbot.baselines.store import open_store
+from precisionbot.checks.compare import CheckOutput
+from precisionbot.checks.context import CheckContext
+from precisionbot.config import CONSISTENCY_CHECKS, Config, ModelConfig, SuiteConfig
+from precisionbot.engines.base import Engine
+from precisionbot.errors import DataError, EngineError
+from precisionbot.fmt import plain
+from precisionbot.noisestats import MIN_RERUNS, MainComparison, compare_to_main, describe
+from precisionbot.results import CheckResult, RunResult, Verdict
+
+REGRESSION = "regression"
+"""The first word of the reason a helper fails with when it is worse than main beyond noise."""
+
+
+def judge_vs_main(
+    result: CheckResult, main: HelperRuns, baseline: RunMeta, *, alpha: float, min_ratio: float
+) -> CheckResult:
+    """``result`` with ``extra["vs_main"]`` and, for a regression, FAIL and a ``regression`` reason first."""
+    if result.verdict is Verdict.INCONCLUSIVE or result.name not in main.per_sample or not result.samples:
+        return result
+    samples = main.per_sample[result.name].shape[1]
+    comparison = compare_to_main(
+        main.per_sample[result.name], sample_vector(result, samples), alpha=alpha, min_ratio=min_ratio
+    )
+    if comparison is None:
+        note = (
+            f"not compared with main: fewer than {MIN_RERUNS} of main's reruns or 3 samples in common "
+            f"(baseline {baseline.run_id})"
+        )
+        return dataclasses.replace(result, extra={**result.extra, "vs_main": {"skipped": note}})
+    info = {**comparison.to_dict(), "text": describe(comparison), "baseline": baseline.run_id}
+    extra = {**result.extra, "vs_main": info}
+    if not comparison.regression:
+        return dataclasses.replace(result, reasons=(*result.reasons, _within(comparison)), extra=extra)
+    # A helper that passed the absolute thresholds says so under the regression (the rule caught it below them).
+    kept = (
+        result.reasons
+        if result.verdict is Verdict.FAIL
+        else tuple(f"absolute thresholds pass: {r}" for r in result.reasons[:1])
+    )
+    return dataclasses.replace(result, verdict=Verdict.FAIL, reasons=(_regression(comparison), *kept), extra=extra)
+
+
+def _regression(c: MainComparison) -> str:
+    return (
+        f"{REGRESSION}: per-sample mean k3 is {plain(c.ratio)}x main's (95 % CI {plain(c.ci_low)}-"
+        f"{plain(c.ci_high)}x) over {c.samples} samples and {c.reruns} reruns of main; {_p(c)}, below the "
+        f"significance {plain(c.alpha)}: worse than main beyond its rerun noise"
+    )
+
+
+def _within(c: MainComparison) -> str:
+    return (
+        f"within main's noise: {plain(c.ratio)}x main (95 % CI {plain(c.ci_low)}-{plain(c.ci_high)}x), "
+        f"{_p(c)} over {c.reruns} reruns of main"
+    )
+
+
+def _p(c: MainComparison) -> str:
+    return "p < 0.001" if c.p_value < 0.001 else f"p = {plain(c.p_value)}"
+
+
+def apply_vs_main(ctx: CheckContext, outputs: list[CheckOutput]) -> list[CheckOutput]:
+    """The rule for a whole run. An engine or corpus problem only skips it (noted on each helper); a store that
+    cannot be read is an error naming the key, as for golden (a corrupt baseline must not pass silently)."""
+    helpers = {id(o) for o in outputs if o.result.name in CONSISTENCY_CHECKS and o.result.samples}
+    if not ctx.config.baselines.vs_main or not helpers:
+        return outputs
+    from precisionbot.checks.golden import target_from_context
+
+    try:
+        target = target_from_context(ctx)
+        store = open_store(ctx.baseline_store or ctx.config.baselines.store)
+        found, why = select_helper_baseline(store, target.model, target.signature().digest, helper_params(ctx.suite))
+    except (EngineError, DataError) as exc:
+        found, why = None, f"could not find the run's signature: {exc}"
+    if found is None:
+        note = {"vs_main": {"skipped": str(why)}}
+        return [
+            dataclasses.replace(o, result=dataclasses.replace(o.result, extra={**o.result.extra, **note}))
+            if id(o) in helpers
+            else o
+            for o in outputs
+        ]
+    assert isinstance(why, HelperRuns)
+    limits = ctx.config.baselines
+    return [
+        dataclasses.replace(
+            o,
+            result=judge_vs_main(o.result, why, found, alpha=limits.vs_main_alpha, min_ratio=limits.vs_main_min_ratio),
+        )
+        if id(o) in helpers
+        else o
+        for o in outputs
+    ]
+
+
+def rerun_helpers(
+    engine: Engine,
+    config: Config,
+    suite: SuiteConfig,
+    model: ModelConfig | None,
+    reruns: int,
+    *,
+    on_rerun: Callable[[int, RunResult], Any] | None = None,
+) -> HelperRuns:
+    """Run the suite's consistency helpers (all three when it has none) ``reruns`` times; the noise rule is
+    off for these runs (they *are* main)."""
+    from precisionbot.checks.runner import run_suite
+
+    names: Sequence[str] = [c for c in suite.checks if c in CONSISTENCY_CHECKS] or CONSISTENCY_CHECKS
+    plain_config = dataclasses.replace(config, baselines=dataclasses.replace(config.baselines, vs_main=False))
+    results = []
+    for i in range(reruns):
+        result = run_suite(engine, plain_config, suite, checks=names, model=model).result
+        results.append(result)
+        if on_rerun is not None:
+            on_rerun(i, result)
+    token_k3 = config.thresholds_for(None if model is None else model.name, None if model is None else model.tp)
+    return HelperRuns.from_results(results, helper_params(suite), token_k3.token_k3)
