@@ -20,6 +20,8 @@ from typing import Any
 from precisionbot.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = ".github/precision.yml"
+CONFIG_MAX_BYTES = 1024 * 1024
+"""A config is a few KiB; a bigger file is a mistake (or hostile)."""
 ENGINE_KINDS = ("sglang", "openai", "builtin")
 RUNNER_KINDS = ("ec2", "pool")
 PROFILES = ("default", "deterministic")
@@ -308,11 +310,20 @@ def load_config(path: str | Path) -> Config:
 
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as fh:
+            raw = fh.read(CONFIG_MAX_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read config file {p}: {exc.strerror or exc}; check the --config path") from exc
+    if len(raw) > CONFIG_MAX_BYTES:
+        raise ConfigError(f"{p}: larger than {CONFIG_MAX_BYTES // 1024} KiB; is --config the right file?")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from exc
+    except RecursionError:
+        raise ConfigError(f"{p}: nested too deeply; a config needs a few levels") from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise ConfigError(f"{p}: a value cannot be read: {str(exc)[:120]}; fix the value") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

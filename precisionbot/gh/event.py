@@ -6,6 +6,7 @@ Built from ``GITHUB_EVENT_NAME`` + the parsed ``GITHUB_EVENT_PATH`` payload (+ `
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -50,62 +51,171 @@ class Event:
         return self.head_repo != self.base_repo
 
 
+SHA = re.compile(r"[0-9a-f]{40}")
+"""A full commit id: what GitHub sends in ``head.sha``, ``after`` and ``GITHUB_SHA`` (never a prefix)."""
+MAX_ID = 2**53
+"""GitHub's ids and numbers are JSON integers well below this (JavaScript's safe integers)."""
+
+
+class _Bad(Exception):
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(field, why)
+        self.field, self.why = field, why
+
+
 def parse_time(stamp: str) -> datetime:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    """An ISO 8601 time with a zone (GitHub writes ``...Z``); a naive time cannot be compared, so it is refused."""
+    when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        raise ValueError(f"{stamp[:40]!r} has no time zone")
+    return when
 
 
 def parse_event(name: str, payload: Mapping[str, Any], sha: str | None = None) -> Event:
+    """The event as the gate reads it; a field of the wrong type or form is a ``DataError`` naming it."""
     try:
         return _parse(name, payload, sha)
-    except (KeyError, TypeError, ValueError) as exc:
+    except _Bad as exc:
         raise DataError(
-            f"the {name!r} event payload (GITHUB_EVENT_PATH) lacks or garbles {exc}; "
+            f"the event payload's {exc.field} is not what GitHub sends ({exc.why}); "
+            f"run this step in a workflow triggered by a real {name[:40]!r} event"
+        ) from None
+    except KeyError as exc:
+        raise DataError(
+            f"the {name[:40]!r} event payload (GITHUB_EVENT_PATH) lacks {exc}; "
             "run this step in a workflow triggered by that event"
         ) from exc
 
 
-def _login(obj: Any) -> str | None:
-    return str(obj["login"]) if isinstance(obj, Mapping) and "login" in obj else None
+def _obj(parent: Mapping[str, Any], key: str, field: str, *, required: bool = True) -> Mapping[str, Any]:
+    value = parent.get(key) if required is False else parent[key]
+    if value is None and not required:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _Bad(field, f"a JSON {type(value).__name__}, expected an object")
+    return value
+
+
+def _str(parent: Mapping[str, Any], key: str, field: str, *, required: bool = False) -> str | None:
+    value = parent[key] if required else parent.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise _Bad(field, f"a JSON {type(value).__name__}, expected a string")
+    return value
+
+
+def _sha(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not SHA.fullmatch(value):
+        raise _Bad(field, "expected a full 40-hex commit id")
+    return value
+
+
+def positive_int(value: Any, field: str) -> int:
+    """A PR number or id: a JSON integer from 1 (never a bool, float, string or ``Infinity``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < MAX_ID:
+        raise _Bad(field, "expected a positive whole number")
+    return value
+
+
+def digits(value: str) -> int | None:
+    """A number typed by a person (a dispatch input, ``samples=``): ASCII digits only, no sign, no space
+    (``"²".isdigit()`` is true and ``int("٧")`` is 7); None otherwise."""
+    if not value or len(value) > 15 or not all("0" <= ch <= "9" for ch in value):
+        return None
+    return int(value)
+
+
+def pr_of(payload: Mapping[str, Any]) -> int | None:
+    """The PR a payload is about (``pull_request`` / ``issue`` number, or the dispatch input ``pr``)."""
+    for key in ("pull_request", "issue"):
+        if isinstance(payload.get(key), Mapping) and "number" in payload[key]:
+            try:
+                return positive_int(payload[key]["number"], f"{key}.number")
+            except _Bad as exc:
+                raise DataError(f"the event payload's {exc.field} is not what GitHub sends ({exc.why})") from None
+    inputs = payload.get("inputs")
+    pr = inputs.get("pr") if isinstance(inputs, Mapping) else None
+    return digits(pr) if isinstance(pr, str) else None
+
+
+def _login(obj: Any, field: str) -> str | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, Mapping):
+        raise _Bad(field, f"a JSON {type(obj).__name__}, expected an object")
+    return _str(obj, "login", f"{field}.login")
 
 
 def _parse(name: str, payload: Mapping[str, Any], sha: str | None) -> Event:
-    repo = payload.get("repository") or {}
+    repo = _obj(payload, "repository", "repository", required=False)
+    if sha is not None and not SHA.fullmatch(sha):
+        raise _Bad("GITHUB_SHA", "expected a full 40-hex commit id")
     common: dict[str, Any] = {
         "name": name,
-        "action": payload.get("action"),
-        "sender": _login(payload.get("sender")),
+        "action": _str(payload, "action", "action"),
+        "sender": _login(payload.get("sender"), "sender"),
         "sha": sha,
-        "default_branch": repo.get("default_branch"),
+        "default_branch": _str(repo, "default_branch", "repository.default_branch"),
     }
     if name in ("pull_request", "pull_request_target"):
-        pull = payload["pull_request"]
-        head_repo = (pull["head"].get("repo") or {}).get("full_name")
+        pull = _obj(payload, "pull_request", "pull_request")
+        head = _obj(pull, "head", "pull_request.head")
+        head_repo = _obj(head, "repo", "pull_request.head.repo", required=False)
+        base_repo = _obj(_obj(pull, "base", "pull_request.base"), "repo", "pull_request.base.repo")
+        labels = pull.get("labels") or []
+        if not isinstance(labels, list):
+            raise _Bad("pull_request.labels", "expected an array")
         label = payload.get("label")
         return Event(
             **common,
-            pr=int(pull["number"]),
-            head_sha=str(pull["head"]["sha"]),
-            head_repo=str(head_repo) if head_repo else None,
-            base_repo=str(pull["base"]["repo"]["full_name"]),
-            labels=tuple(str(lb["name"]) for lb in pull.get("labels") or ()),
-            label=str(label["name"]) if isinstance(label, Mapping) else None,
+            pr=positive_int(pull["number"], "pull_request.number"),
+            head_sha=_sha(head["sha"], "pull_request.head.sha"),
+            head_repo=_str(head_repo, "full_name", "pull_request.head.repo.full_name") or None,
+            base_repo=_str(base_repo, "full_name", "pull_request.base.repo.full_name", required=True),
+            labels=tuple(
+                _str(_obj({"l": lb}, "l", "pull_request.labels[]"), "name", "pull_request.labels[].name", required=True)
+                or ""
+                for lb in labels
+            ),
+            label=None if label is None else _str(_obj(payload, "label", "label"), "name", "label.name"),
         )
     if name == "issue_comment":
-        issue, comment = payload["issue"], payload["comment"]
-        user = comment.get("user") or {}
+        issue, comment = _obj(payload, "issue", "issue"), _obj(payload, "comment", "comment")
+        user = _obj(comment, "user", "comment.user", required=False)
+        created = _str(comment, "created_at", "comment.created_at", required=True) or ""
+        try:
+            created_at = parse_time(created)
+        except ValueError as exc:
+            raise _Bad("comment.created_at", f"expected an ISO 8601 time with a zone: {exc}") from None
         return Event(
             **common,
-            pr=int(issue["number"]),
+            pr=positive_int(issue["number"], "issue.number"),
             is_pull=bool(issue.get("pull_request")),
-            comment_id=int(comment["id"]),
-            comment_body=str(comment.get("body") or ""),
-            comment_user=user.get("login"),
-            comment_user_type=user.get("type"),
-            comment_created_at=parse_time(str(comment["created_at"])),
+            comment_id=positive_int(comment["id"], "comment.id"),
+            comment_body=_str(comment, "body", "comment.body") or "",
+            comment_user=_str(user, "login", "comment.user.login"),
+            comment_user_type=_str(user, "type", "comment.user.type"),
+            comment_created_at=created_at,
         )
     if name == "push":
-        return Event(**common, ref=payload.get("ref"), after=payload.get("after"))
+        after = payload.get("after")
+        return Event(
+            **common,
+            ref=_str(payload, "ref", "ref"),
+            after=None if after is None else _sha(after, "after"),
+        )
     if name == "workflow_dispatch":
-        inputs = payload.get("inputs") or {}
-        return Event(**common, inputs={str(k): str(v) for k, v in inputs.items() if v is not None})
+        inputs = _obj(payload, "inputs", "inputs", required=False)
+        values: dict[str, str] = {}
+        for key, value in inputs.items():
+            if value is None:
+                continue
+            if not isinstance(value, (str, bool, int, float)):
+                raise _Bad(f"inputs.{str(key)[:40]}", "expected a string, a boolean or a number")
+            values[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+        pr = values.get("pr")
+        if pr and digits(pr) is None:
+            raise _Bad("inputs.pr", "expected a PR number in ASCII digits")
+        return Event(**common, inputs=values)
     return Event(**common)
