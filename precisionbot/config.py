@@ -309,15 +309,19 @@ def load_config(path: str | Path) -> Config:
     import yaml
 
     p = Path(path)
+    from precisionbot.capped import TooLarge, read_capped
+
     try:
-        with p.open("rb") as fh:
-            raw = fh.read(CONFIG_MAX_BYTES + 1)
+        raw = read_capped(p, CONFIG_MAX_BYTES)
     except OSError as exc:
         raise ConfigError(f"cannot read config file {p}: {exc.strerror or exc}; check the --config path") from exc
-    if len(raw) > CONFIG_MAX_BYTES:
-        raise ConfigError(f"{p}: larger than {CONFIG_MAX_BYTES // 1024} KiB; is --config the right file?")
+    except TooLarge:
+        raise ConfigError(f"{p}: larger than {CONFIG_MAX_BYTES // 1024} KiB; is --config the right file?") from None
     try:
-        data = yaml.safe_load(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        if flow_depth(text) > MAX_FLOW_DEPTH:
+            raise RecursionError
+        data = yaml.safe_load(text)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{p}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from exc
     except RecursionError:
@@ -330,6 +334,23 @@ def load_config(path: str | Path) -> Config:
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"{p}: YAML syntax error{where}: {problem}; fix the file's syntax") from exc
     return Config.from_mapping({} if data is None else data, source=str(p))
+
+
+MAX_FLOW_DEPTH = 64
+"""PyYAML's scanner is quadratic in the nesting of ``[``/``{`` (20,000 levels take seconds, a megabyte of
+them hours): deeper text is refused before it is parsed. Brackets inside strings count too (harmless)."""
+
+
+def flow_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in ``text`` (a linear scan, no parsing)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
 
 
 def load_config_or_default(path: str | Path | None) -> Config:

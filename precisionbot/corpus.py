@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from precisionbot.capped import TooLarge, read_capped
 from precisionbot.errors import DataError
 
 Tokenize = Callable[[Sequence[str]], list[tuple[int, ...]]]
@@ -70,11 +71,10 @@ def load_jsonl(path: str | Path) -> list[Document]:
     try:
         if not p.is_file():
             raise DataError(f"corpus {p} is not a regular file; check suites.<name>.corpus")
-        with p.open("rb") as fh:
-            raw = fh.read(CORPUS_MAX_BYTES + 1)
-        if len(raw) > CORPUS_MAX_BYTES:
-            raise DataError(f"corpus {p} is larger than {CORPUS_MAX_BYTES // 2**20} MiB; use a smaller file")
+        raw = read_capped(p, CORPUS_MAX_BYTES)
         lines = raw.decode("utf-8").splitlines()
+    except TooLarge:
+        raise DataError(f"corpus {p} is larger than {CORPUS_MAX_BYTES // 2**20} MiB; use a smaller file") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise DataError(f"cannot read corpus {p}: {exc}; check suites.<name>.corpus") from exc
     docs: list[Document] = []

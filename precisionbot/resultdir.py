@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from precisionbot.capped import TooLarge, read_capped
 from precisionbot.errors import DataError
 from precisionbot.npzcap import read_arrays
 from precisionbot.results import PositionRecord, RunResult
@@ -46,16 +47,15 @@ def read_result(directory: str | Path) -> RunResult:
     path = Path(directory)
     if path.is_dir():
         path = path / RESULT_FILE
+    invalid = f"{path} is not a valid precisionbot result (schema 1)"
     try:
-        with path.open("rb") as fh:
-            data = fh.read(RESULT_MAX_BYTES + 1)
+        data = read_capped(path, RESULT_MAX_BYTES)
+    except TooLarge:
+        raise DataError(f"{invalid}: larger than {RESULT_MAX_BYTES // 2**20} MiB") from None
     except FileNotFoundError:
         raise DataError(f"{path} not found: pass a directory written by `precisionbot check --out DIR`") from None
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    invalid = f"{path} is not a valid precisionbot result (schema 1)"
-    if len(data) > RESULT_MAX_BYTES:
-        raise DataError(f"{invalid}: larger than {RESULT_MAX_BYTES // 2**20} MiB")
     try:
         text = data.decode("utf-8")
         problem = shape_problem(json.loads(text))
