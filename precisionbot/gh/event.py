@@ -136,7 +136,7 @@ def pr_of(payload: Mapping[str, Any]) -> int | None:
                 raise DataError(f"the event payload's {exc.field} is not what GitHub sends ({exc.why})") from None
     inputs = payload.get("inputs")
     pr = inputs.get("pr") if isinstance(inputs, Mapping) else None
-    return digits(pr) if isinstance(pr, str) else None
+    return (digits(pr) or None) if isinstance(pr, str) else None
 
 
 def _login(obj: Any, field: str) -> str | None:
@@ -215,7 +215,7 @@ def _parse(name: str, payload: Mapping[str, Any], sha: str | None) -> Event:
                 raise _Bad(f"inputs.{str(key)[:40]}", "expected a string, a boolean or a number")
             values[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
         pr = values.get("pr")
-        if pr and digits(pr) is None:
-            raise _Bad("inputs.pr", "expected a PR number in ASCII digits")
+        if pr and not (digits(pr) or 0) >= 1:
+            raise _Bad("inputs.pr", "expected a PR number (1 or more) in ASCII digits")
         return Event(**common, inputs=values)
     return Event(**common)

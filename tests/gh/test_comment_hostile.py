@@ -43,3 +43,16 @@ def test_one_damaged_cell_does_not_hide_the_others(fake_github: FakeGitHub, tmp_
     assert code == 2
     body = str(fake_github.comments(7)[0]["body"])  # type: ignore[index]
     assert "damaged result directory" in body and "not UTF-8" in body and "forged" in body
+
+
+def test_plan_prints_a_hostile_push_ref_escaped(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    from precisionbot.commands.github import plan_action
+
+    payload = {"ref": "refs/heads/x\n::error::pwned", "after": "a" * 40, "repository": {"default_branch": "main"}}
+    (tmp_path / "event.json").write_text(json.dumps(payload))
+    env = replace(_env(fake_github, tmp_path), event_name="push", event_path=str(tmp_path / "event.json"))
+    log = io.StringIO()
+    assert plan_action(env, Config.default(), rest(fake_github), out=log) == 0
+    lines = log.getvalue().splitlines()
+    assert not any(line.lstrip().startswith("::error") for line in lines), lines
+    assert "run=false" in lines and any("%0A::error::pwned" in line for line in lines)
