@@ -254,3 +254,12 @@ def test_gh_references_are_broken_like_issue_references() -> None:
         out = markdown_text(text)
         assert "H-" + ZWJ in out or "h-" + ZWJ in out
     assert markdown_text("SIGH-12") == "SIGH-12" and markdown_text("GH-x") == "GH-x"
+
+
+def test_an_openai_token_id_must_be_ascii_digits_within_int32() -> None:
+    from precisionbot.engines.openai import _token_id
+
+    assert _token_id("token_id:42", 0, "tokens[0]") == 42
+    for bad in ("token_id:²", "token_id:٧", "token_id:" + "9" * 30, "token_id:", "token_id:-1", 42):
+        with pytest.raises(EngineError, match="is not 'token_id:N'"):
+            _token_id(bad, 0, "tokens[0]")
