@@ -342,15 +342,17 @@ them hours): deeper text is refused before it is parsed. Brackets inside strings
 
 
 def flow_depth(text: str) -> int:
-    """The deepest nesting of ``[``/``{`` in ``text`` (a linear scan, no parsing)."""
-    depth = deepest = 0
-    for ch in text:
-        if ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth = max(0, depth - 1)
-    return deepest
+    """The deepest nesting of ``[``/``{`` in ``text``, a closing bracket never going below 0 (vectorised: no
+    parsing, a megabyte in milliseconds)."""
+    import numpy as np
+
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    step = np.isin(codes, (ord("["), ord("{"))).astype(np.int64) - np.isin(codes, (ord("]"), ord("}")))
+    if not step.size:
+        return 0
+    level = np.cumsum(step)
+    # Clamped at 0 (as a reader counts): subtract the lowest level reached so far when it is negative.
+    return int(np.max(level - np.minimum(np.minimum.accumulate(level), 0)))
 
 
 def load_config_or_default(path: str | Path | None) -> Config:
