@@ -88,7 +88,7 @@ def parse_event(name: str, payload: Mapping[str, Any], sha: str | None = None) -
 
 
 def _obj(parent: Mapping[str, Any], key: str, field: str, *, required: bool = True) -> Mapping[str, Any]:
-    value = parent.get(key) if required is False else parent[key]
+    value = parent[key] if required else parent.get(key)
     if value is None and not required:
         return {}
     if not isinstance(value, Mapping):
@@ -103,6 +103,13 @@ def _str(parent: Mapping[str, Any], key: str, field: str, *, required: bool = Fa
     if not isinstance(value, str):
         raise _Bad(field, f"a JSON {type(value).__name__}, expected a string")
     return value
+
+
+def _name(obj: Any, field: str) -> str:
+    """A label's name (``{"name": ...}``)."""
+    if not isinstance(obj, Mapping):
+        raise _Bad(field, f"a JSON {type(obj).__name__}, expected an object")
+    return _str(obj, "name", f"{field}.name", required=True) or ""
 
 
 def _sha(value: Any, field: str) -> str:
@@ -173,12 +180,8 @@ def _parse(name: str, payload: Mapping[str, Any], sha: str | None) -> Event:
             head_sha=_sha(head["sha"], "pull_request.head.sha"),
             head_repo=_str(head_repo, "full_name", "pull_request.head.repo.full_name") or None,
             base_repo=_str(base_repo, "full_name", "pull_request.base.repo.full_name", required=True),
-            labels=tuple(
-                _str(_obj({"l": lb}, "l", "pull_request.labels[]"), "name", "pull_request.labels[].name", required=True)
-                or ""
-                for lb in labels
-            ),
-            label=None if label is None else _str(_obj(payload, "label", "label"), "name", "label.name"),
+            labels=tuple(_name(lb, f"pull_request.labels[{i}]") for i, lb in enumerate(labels)),
+            label=None if label is None else _name(label, "label"),
         )
     if name == "issue_comment":
         issue, comment = _obj(payload, "issue", "issue"), _obj(payload, "comment", "comment")
