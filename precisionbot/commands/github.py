@@ -7,6 +7,7 @@ fake-server adapter). Nothing below the handlers reads ``os.environ``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -89,10 +90,20 @@ def register(subparsers: Any) -> None:
     plan.set_defaults(handler=_plan)
     comment = sub.add_parser("comment", help="upsert the sticky PR comment and write the job summary")
     comment.add_argument("dirs", nargs="+", metavar="DIR", help="result directories (one per matrix cell)")
-    comment.add_argument("--pr", type=int, help="PR number (default: from the event)")
+    comment.add_argument("--pr", type=_pr_number, help="PR number (default: from the event)")
     comment.add_argument("--suite", help="suite name, for one comment per suite (github.comment_per_suite)")
     comment.add_argument("--config", help="precisionbot config (default: $PRECISIONBOT_CONFIG, .github/precision.yml)")
     comment.set_defaults(handler=_comment)
+
+
+def _pr_number(text: str) -> int:
+    """``--pr``: ASCII digits from 1 (``int()`` would take ``"٧"`` as 7 and ``" 7\n"`` as 7)."""
+    from precisionbot.gh.event import digits
+
+    number = digits(text)
+    if not number:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a PR number (ASCII digits, 1 or more)")
+    return number
 
 
 def _connect(env: ActionEnv) -> Any:

@@ -7,6 +7,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from precisionbot.commands.github import ActionEnv, comment_action
 from precisionbot.config import Config
 from tests.core.test_verification import forged_dir
@@ -56,3 +58,11 @@ def test_plan_prints_a_hostile_push_ref_escaped(fake_github: FakeGitHub, tmp_pat
     lines = log.getvalue().splitlines()
     assert not any(line.lstrip().startswith("::error") for line in lines), lines
     assert "run=false" in lines and any("%0A::error::pwned" in line for line in lines)
+
+
+@pytest.mark.parametrize("value", ["٧", "²", "0", "-7", " 7", "7.0"])
+def test_comment_pr_flag_takes_ascii_digits_only(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from precisionbot.cli import main
+
+    assert main(["github", "comment", "somewhere", "--pr", value]) == 3
+    assert "is not a PR number" in capsys.readouterr().err
