@@ -70,7 +70,10 @@ def load_jsonl(path: str | Path) -> list[Document]:
     p = Path(path)
     try:
         if not p.is_file():
-            raise DataError(f"corpus {p} is not a regular file; check suites.<name>.corpus")
+            raise DataError(
+                f"cannot read corpus {p}: not a regular file (missing, a device or a directory); "
+                "check suites.<name>.corpus"
+            )
         raw = read_capped(p, CORPUS_MAX_BYTES)
         lines = raw.decode("utf-8").splitlines()
     except TooLarge:
