@@ -86,7 +86,8 @@ def _consistency(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
         "max": _number(stats, "max"),
         "frac_over": {key: _number(frac, key, where="stats.frac_over")},
     }
-    verdict, reasons = judge(clean, limits)
+    # The rest of the stats ride along for rules that read more keys; the ones above are checked numbers.
+    verdict, reasons = judge({**stats, **clean}, limits)
     if verdict is not Verdict.PASS:
         raise _Contradiction(f"stats: {reasons[0]}")
     if check.name in CACHE_HELPERS:
@@ -189,11 +190,15 @@ def verify_check(
     try:
         if rule is None:
             raise _Contradiction(f"name: the comment side has no rule to re-derive a {check.name[:40]!r} verdict")
-        rule(check, limits, match)
+        try:
+            rule(check, limits, match)
+        except (KeyError, TypeError, ValueError, ArithmeticError) as exc:  # a stats key of a rule's own choosing
+            raise _Contradiction(f"stats cannot be judged ({type(exc).__name__}: {str(exc)[:80]})") from None
     except _Contradiction as exc:
         reason = (
-            f"checks[{index}] says pass, but {exc}; re-derived with the trusted thresholds, the recorded verdict "
-            "cannot be confirmed (was result.json produced by this version of precisionbot, unmodified?)"
+            f"checks[{index}] says pass, but {exc}; judged again with this side's thresholds (its --config) the "
+            "recorded verdict does not hold: was result.json judged with another config, by another precisionbot "
+            "version, or modified?"
         )
         return replace(check, verdict=Verdict.INCONCLUSIVE, reasons=(reason,))
     return check
