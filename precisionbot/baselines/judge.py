@@ -128,15 +128,20 @@ def judge_golden(
             f"(largest at sample {c.sample[i]}, position {c.position[i]}: margin {c.margin[i]:.3g} nats > "
             f"{origin} {limit:.3g})"
         )
-    kl_where = ""
-    if not use_band and (stats["kl_max"] > t.logit_kl or not np.isfinite(stats["kl_max"])):
-        i = int(np.argmax(np.nan_to_num(c.kl, nan=np.inf)))
-        n_over = int(np.count_nonzero(c.kl > t.logit_kl))
-        kl_where = f"{n_over} position(s) have|at sample {c.sample[i]}, position {c.position[i]}"
+    i = int(np.argmax(np.nan_to_num(c.kl, nan=np.inf))) if len(c) else 0
     over: list[int] = []
     if t.max_abs_delta is not None:
         over = np.unique(c.sample[np.nan_to_num(c.shared_max, nan=np.inf) > t.max_abs_delta]).tolist()
-    fails.extend(stat_fails(stats, band, t, kl_where=kl_where, samples_over=over))
+    fails.extend(
+        stat_fails(
+            stats,
+            band,
+            t,
+            kl_over=int(np.count_nonzero(c.kl > t.logit_kl)),
+            kl_where=f"at sample {c.sample[i]}, position {c.position[i]}" if len(c) else "",
+            samples_over=over,
+        )
+    )
     if fails:
         return Verdict.FAIL, fails
     what = "within the noise band" if use_band else "within the fixed thresholds (no noise band)"
@@ -150,14 +155,15 @@ def stat_fails(
     band: NoiseBand | None,
     t: GoldenThresholds,
     *,
+    kl_over: int | None = None,
     kl_where: str = "",
     samples_over: Sequence[int] = (),
 ) -> list[str]:
     """The rules that read only ``stats`` and the band: one sentence per failed rule.
 
-    ``judge_golden`` calls it with details from the arrays (``kl_where`` = "N position(s) have|at sample S,
-    position P", ``samples_over``); the comment job calls it with the stats of a result.json alone
-    (``precisionbot.verification``), so both judge by one copy of the rules.
+    ``judge_golden`` calls it with details from the arrays (``kl_over`` positions above ``logit_kl``, where the
+    largest is, the samples over ``max_abs_delta``); the comment job calls it with the stats of a result.json
+    alone (``precisionbot.verification``), so both judge by one copy of the rules.
     """
     fails: list[str] = []
     use_band = band is not None and band.pairs > 0 and not band.is_zero
@@ -175,10 +181,9 @@ def stat_fails(
                     f"{f:g}× the noise band's rate {percent(rate)} (+{BUCKET_SLACK_FLIPS} flips of slack)"
                 )
     elif not stats["kl_max"] <= t.logit_kl:
-        count, _, where = kl_where.partition("|")
         fails.append(
-            f"{count or 'some position(s) have'} a KL above the per-position limit {t.logit_kl:g} nats (no noise "
-            f"band; largest {stats['kl_max']:.3g}{' ' + where if where else ''})"
+            f"{'some' if kl_over is None else kl_over} position(s) have a KL above the per-position limit "
+            f"{t.logit_kl:g} nats (no noise band; largest {stats['kl_max']:.3g}{' ' + kl_where if kl_where else ''})"
         )
     nll, se = stats["nll_increase"], stats["nll_increase_se"]
     if t.max_nll_increase is not None and nll > t.max_nll_increase and nll > NLL_Z * se:
