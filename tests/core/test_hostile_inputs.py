@@ -263,3 +263,12 @@ def test_an_openai_token_id_must_be_ascii_digits_within_int32() -> None:
     for bad in ("token_id:²", "token_id:٧", "token_id:" + "9" * 30, "token_id:", "token_id:-1", 42):
         with pytest.raises(EngineError, match="is not 'token_id:N'"):
             _token_id(bad, 0, "tokens[0]")
+
+
+def test_a_deeply_nested_event_payload_is_one_clear_error(tmp_path: Path) -> None:
+    from precisionbot.commands.github import read_payload
+
+    path = tmp_path / "event.json"
+    path.write_text('{"pull_request": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ConfigError, match=r"GITHUB_EVENT_PATH=.*nested too deeply"):
+        read_payload(str(path))
