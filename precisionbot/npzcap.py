@@ -20,9 +20,10 @@ import numpy.typing as npt
 
 from precisionbot.errors import DataError
 
-MAX_ARRAY_BYTES = 256 * 1024 * 1024
-"""Largest decompressed array: 8M positions of float64 (a real check has tens of thousands)."""
-MAX_ARCHIVE_BYTES = 1024 * 1024 * 1024
+MAX_ARRAY_BYTES = 64 * 1024 * 1024
+"""Largest decompressed array: 8M positions of float64, or 400k of top-20 (a real check has tens of thousands;
+the comment job on a small hosted runner holds every cell's arrays at once)."""
+MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
 """Largest sum of an archive's decompressed arrays."""
 MAX_TOP_K = 1024
 
