@@ -161,6 +161,7 @@ def _batch_invariance(check: CheckResult, limits: ThresholdSet, match: CheckResu
         where = f"stats.configurations[{i}]"
         if not isinstance(d, Mapping):
             raise _Contradiction(f"{where} is not an object")
+        _count(d, "positions", where=where, minimum=1)
         if not _number(d, "max_abs_delta", where=where) <= limits.batch_abs_delta or _count(d, "flips", where=where):
             raise _Contradiction(f"{where} differs from solo beyond batch_abs_delta {limits.batch_abs_delta:g}")
 
