@@ -13,9 +13,11 @@ in it is a claim. :func:`verify_run` keeps what the claims cannot forge:
 * a claimed FAIL or INCONCLUSIVE is kept as it is: the PR side can always make its own run fail, so a
   worse verdict needs no proof.
 
-What this cannot do: prove that the stats came from the engine. Code that ran on the GPU runner can write
-any numbers (and a matching ``.npz``); docs/github.md says so. The noise band of ``golden`` is read from the
-result too (the trusted side has no baseline store access in the example workflow).
+When a consistency helper's ``<check>.npz`` is there, its stats must also be what the arrays give
+(positions, SGLang's mean, max). What this cannot do: prove that the numbers came from the engine. Code
+that ran on the GPU runner can write any numbers (and a matching ``.npz``); docs/github.md says so. The
+noise band of ``golden`` is read from the result too (the trusted side has no baseline store access in the
+example workflow).
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from precisionbot import metrics
 from precisionbot.baselines.judge import stat_fails
 from precisionbot.checks.compare import CACHE_HELPERS, judge, judge_against_match
 from precisionbot.checks.consistency import MIN_KEPT_FRACTION
 from precisionbot.config import ThresholdsConfig, ThresholdSet
 from precisionbot.noise import NoiseBand
-from precisionbot.results import CheckResult, RunResult, Verdict
+from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
 
 CONSISTENCY = ("match", *CACHE_HELPERS)
 
@@ -181,10 +185,30 @@ RULES: Mapping[str, Callable[[CheckResult, ThresholdSet, CheckResult | None], No
 """Check name → the rule that raises ``_Contradiction`` when a claimed PASS does not hold."""
 
 
+def _agrees(check: CheckResult, record: PositionRecord) -> None:
+    """A consistency helper's stats must be what its own ``<check>.npz`` gives (so the heat strip and the
+    table cannot tell two stories, and a forger has to forge both consistently)."""
+    where = f"{check.name}.npz"
+    if len(record) != check.stats.get("positions"):
+        raise _Contradiction(f"{where} holds {len(record)} positions, stats.positions says {check.stats['positions']}")
+    k3 = metrics.k3(record.delta)
+    for key, value in (("mean_k3", metrics.sglang_mean_k3(k3, record.sample)), ("max", float(np.max(k3)))):
+        claimed = _number(check.stats, key)
+        if not math.isclose(value, claimed, rel_tol=1e-6, abs_tol=1e-12):
+            raise _Contradiction(f"stats.{key} is {claimed:.6g} but {where} gives {value:.6g}")
+
+
 def verify_check(
-    check: CheckResult, limits: ThresholdSet, *, index: int = 0, match: CheckResult | None = None
+    check: CheckResult,
+    limits: ThresholdSet,
+    *,
+    index: int = 0,
+    match: CheckResult | None = None,
+    record: PositionRecord | None = None,
 ) -> CheckResult:
-    """``check`` as the trusted side judges it: a PASS that does not hold is INCONCLUSIVE, naming the field."""
+    """``check`` as the trusted side judges it: a PASS that does not hold is INCONCLUSIVE, naming the field.
+
+    ``record`` (the check's ``.npz``, when there is one) must agree with the stats of a consistency helper."""
     if check.verdict is not Verdict.PASS:
         return check
     rule = RULES.get(check.name)
@@ -193,6 +217,8 @@ def verify_check(
             raise _Contradiction(f"name: the comment side has no rule to re-derive a {check.name[:40]!r} verdict")
         try:
             rule(check, limits, match)
+            if record is not None and check.name in CONSISTENCY:
+                _agrees(check, record)
         except (KeyError, TypeError, ValueError, ArithmeticError) as exc:  # a stats key of a rule's own choosing
             raise _Contradiction(f"stats cannot be judged ({type(exc).__name__}: {str(exc)[:80]})") from None
     except _Contradiction as exc:
@@ -205,19 +231,24 @@ def verify_check(
     return check
 
 
-def verify_run(run: RunResult, thresholds: ThresholdsConfig) -> RunResult:
+def verify_run(
+    run: RunResult, thresholds: ThresholdsConfig, records: Mapping[str, PositionRecord] | None = None
+) -> RunResult:
     """``run`` with every check verified (``verify_check``) and the run verdict derived from them.
 
     The thresholds are the trusted config's, for the model and tp the run names (its profile is the
-    config's, whatever the run says it used)."""
+    config's, whatever the run says it used); ``records`` are the directory's arrays by check name."""
     model = run.environment.get("model")
     tp = run.environment.get("tp")
     limits = thresholds.resolve(
         model if isinstance(model, str) else None, tp if isinstance(tp, int) and not isinstance(tp, bool) else None
     )
     match = run.check("match")
-    match = None if match is None else verify_check(match, limits, match=None)
-    checks = tuple(verify_check(c, limits, index=i, match=match) for i, c in enumerate(run.checks))
+    arrays = records or {}
+    match = None if match is None else verify_check(match, limits, record=arrays.get("match"))
+    checks = tuple(
+        verify_check(c, limits, index=i, match=match, record=arrays.get(c.name)) for i, c in enumerate(run.checks)
+    )
     if not checks:
         checks = (CheckResult.inconclusive("result", "result.json lists no checks: zero checks is never a pass"),)
     return replace(run, checks=checks, verdict=Verdict.combine(c.verdict for c in checks))

@@ -48,9 +48,8 @@ def _section(path: Path, label: str | None, before: RunResult | None, thresholds
     except DataError as exc:
         # The directory may come from a job that ran PR code: one damaged cell must not hide the others.
         return damaged(path, str(exc))
-    return ReportSection(
-        label=label or default_label(run, path), run=verify_run(run, thresholds), previous=before, records=records
-    )
+    verified = verify_run(run, thresholds, records)
+    return ReportSection(label=label or default_label(run, path), run=verified, previous=before, records=records)
 
 
 def _previous(path: str | Path, warn: TextIO | None) -> RunResult | None:

@@ -15,8 +15,11 @@ from precisionbot import corpus
 from precisionbot.baselines.store import open_store
 from precisionbot.checks import run_suite
 from precisionbot.checks.golden import GoldenTarget, compare_golden, record_golden
+from precisionbot.checks.runner import CheckRun
 from precisionbot.config import Config, GoldenOptions, GoldenThresholds, ThresholdsConfig
 from precisionbot.engines.builtin import BuiltinEngine
+from precisionbot.report.load import load_sections
+from precisionbot.resultdir import write_result
 from precisionbot.results import EngineInfo, RunResult, Verdict
 from precisionbot.verification import verify_run
 
@@ -38,10 +41,10 @@ def _target(engine: BuiltinEngine) -> GoldenTarget:
     return GoldenTarget(engine, "builtin", DOCS, options, docs_per_kind=1)
 
 
-def _run(*faults: str) -> RunResult:
+def _run(*faults: str) -> CheckRun:
     engine = BuiltinEngine(faults=faults, batch_size=4, concurrency=2)
     try:
-        return run_suite(engine, CONFIG, SUITE).result
+        return run_suite(engine, CONFIG, SUITE)
     finally:
         engine.close()
 
@@ -52,10 +55,13 @@ def _forged(run: RunResult) -> RunResult:
     )
 
 
-def test_consistency_helpers_honest_and_forged() -> None:
+def test_consistency_helpers_honest_and_forged(tmp_path: Path) -> None:
     clean = _run()
-    assert [c.verdict for c in verify_run(clean, ThresholdsConfig()).checks] == [c.verdict for c in clean.checks]
-    broken = _run("restore-layer0-only")
+    write_result(tmp_path / "clean", clean.result, clean.records)
+    (section,) = load_sections([tmp_path / "clean"])  # with the arrays: the stats must agree with them too
+    assert [c.verdict for c in section.run.checks] == [c.verdict for c in clean.result.checks]
+    assert set(section.records) >= {"match", "prefill_cache_hit"}
+    broken = _run("restore-layer0-only").result
     assert broken.check("prefill_cache_hit").verdict is Verdict.FAIL  # type: ignore[union-attr]
     verified = verify_run(_forged(broken), ThresholdsConfig())
     assert verified.verdict is Verdict.INCONCLUSIVE

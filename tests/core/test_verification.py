@@ -137,3 +137,21 @@ def test_report_renders_a_forged_pass_as_inconclusive(tmp_path: Path) -> None:
     sections = load_sections([forged_dir(tmp_path)])
     body = render_comment(sections)
     assert "✅ PASS" not in body and "INCONCLUSIVE" in body and "stats: mean\\_k3 0.144" in body
+
+
+def test_stats_must_agree_with_the_checks_own_arrays(tmp_path: Path) -> None:
+    from precisionbot.results import PositionRecord
+
+    record = PositionRecord.from_lists([0, 0, 1, 1], [5, 6, 5, 6], [1, 2, 3, 4], [-1.0] * 4, [-1.0, -1.0, -1.0, -2.5])
+    # The arrays say sample 1 diverged (k3 of a 1.5-nat difference is 2.7); the stats claim a clean pass.
+    forged = check(stats=stats(positions=4, mean_k3=1e-6, mx=1e-5))
+    write_result(tmp_path / "d", run_of(forged), {"match": record})
+    (section,) = load_sections([tmp_path / "d"])
+    assert section.run.verdict is Verdict.INCONCLUSIVE
+    assert "stats.mean_k3 is 1e-06 but match.npz gives" in section.run.checks[0].reasons[0]
+    honest = verify_check(
+        forged, LIMITS, record=PositionRecord.from_lists([0] * 4, range(4), [1] * 4, [-1.0] * 4, [-1.0] * 4)
+    )
+    assert (
+        honest.verdict is Verdict.INCONCLUSIVE and "stats.mean_k3 is 1e-06 but match.npz gives 0" in honest.reasons[0]
+    )
