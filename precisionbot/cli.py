@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from precisionbot import __version__
 from precisionbot.errors import PrecisionbotError
+from precisionbot.gh.workflow import log_text
 
 EXIT_SETUP_ERROR = 3
 
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PrecisionbotError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"precisionbot: error: {exc}", file=sys.stderr)
+        print(f"precisionbot: error: {log_text(str(exc))}", file=sys.stderr)
         return EXIT_SETUP_ERROR
     except KeyboardInterrupt:
         print("precisionbot: interrupted", file=sys.stderr)
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         print(
-            f"precisionbot: internal error: {type(exc).__name__}: {exc} "
+            f"precisionbot: internal error: {type(exc).__name__}: {log_text(str(exc)[:500])} "
             "(a bug in precisionbot: rerun with --debug for the traceback and report it)",
             file=sys.stderr,
         )

@@ -23,7 +23,25 @@ def freeze_mapping(data: Mapping[str, V]) -> Mapping[str, V]:
     return MappingProxyType(dict(data))
 
 
+MAX_INT = 2**53
+"""Integers beyond this are refused (no setting needs them; JSON and YAML tools disagree past it)."""
+MAX_NUMBER = 1e15
+"""Numbers beyond this (in magnitude) are refused: a timeout of 1e300 s overflows at run time."""
+
+
 def _show(value: Any) -> str:
+    """A short description of a config value, in bounded time: a YAML alias bomb ("billion laughs") expands to
+    shared containers whose ``repr`` would be gigabytes, and ``repr`` of a 5,000-digit int raises."""
+    if isinstance(value, Mapping):
+        return f"a mapping of {len(value)} key(s)"
+    if isinstance(value, (list, tuple, set)):
+        return f"a list of {len(value)} item(s)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= MAX_INT:
+        return f"an integer of {value.bit_length()} bits"
+    if isinstance(value, str) and len(value) > 60:
+        value = value[:60]
+    if not isinstance(value, (str, int, float, bool, type(None))):
+        return type(value).__name__
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -89,6 +107,8 @@ class Reader:
             value = str(value)  # YAML reads `revision: 1234` or `dtype: 16` as numbers
         if not isinstance(value, str):
             raise self.error(key, f"must be a string (got {_show(value)})", "quote the value")
+        if "\0" in value:
+            raise self.error(key, "contains a NUL character", "remove it")
         return value
 
     def opt_string(self, key: str, default: str | None) -> str | None:
@@ -123,6 +143,8 @@ class Reader:
         value = self._get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(key, f"must be an integer (got {_show(value)})", "write a whole number")
+        if abs(value) >= MAX_INT:
+            raise self.error(key, f"is out of range (got {_show(value)})", f"use a number below {MAX_INT:.0e}")
         return value
 
     def positive_int(self, key: str, default: int) -> int:
@@ -145,12 +167,16 @@ class Reader:
                 value = float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise self.error(key, f"must be a finite number (got {_show(value)})", "write e.g. 0.0025 or 1.0e-9")
+        if abs(value) > MAX_NUMBER:
+            raise self.error(key, f"is out of range (got {_show(value)})", f"use a number below {MAX_NUMBER:.0e}")
         return float(value)
 
-    def positive_float(self, key: str, default: float) -> float:
+    def positive_float(self, key: str, default: float, maximum: float | None = None) -> float:
         value = self.number(key, default)
         if value <= 0:
             raise self.error(key, f"must be > 0 (got {value})", "use a positive number")
+        if maximum is not None and value > maximum:
+            raise self.error(key, f"must be at most {maximum:g} (got {value:g})", f"use a number up to {maximum:g}")
         return value
 
     def nonneg_float(self, key: str, default: float) -> float:

@@ -36,6 +36,9 @@ from precisionbot.config_suite import parse_conversation
 from precisionbot.errors import ConfigError
 from precisionbot.results import CHECK_NAMES
 
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+"""A week: longer timeouts are typos (and 1e300 s overflows the clocks they are added to)."""
+
 
 def parse_config(data: Any, source: str) -> Config:
     """Validate a parsed YAML mapping into a ``Config`` (``ConfigError`` naming file, key and fix)."""
@@ -108,8 +111,8 @@ def _parse_engine(r: Reader) -> EngineConfig:
         launch=launch,
         install=r.opt_string("install", d.install),
         args=r.string("args", d.args),
-        health_timeout_s=r.positive_float("health_timeout_s", d.health_timeout_s),
-        request_timeout_s=r.positive_float("request_timeout_s", d.request_timeout_s),
+        health_timeout_s=r.positive_float("health_timeout_s", d.health_timeout_s, maximum=MAX_TIMEOUT_S),
+        request_timeout_s=r.positive_float("request_timeout_s", d.request_timeout_s, maximum=MAX_TIMEOUT_S),
         batch_size=r.positive_int("batch_size", d.batch_size),
         concurrency=r.positive_int("concurrency", d.concurrency),
         tokenizer=r.opt_string("tokenizer", d.tokenizer),
@@ -147,7 +150,7 @@ def _parse_runner(r: Reader, base: RunnerConfig) -> RunnerConfig:
         root_volume_gb=r.positive_int("root_volume_gb", base.root_volume_gb),
         spot=r.boolean("spot", base.spot),
         ttl_minutes=r.positive_int("ttl_minutes", base.ttl_minutes),
-        wait_timeout_s=r.positive_float("wait_timeout_s", base.wait_timeout_s),
+        wait_timeout_s=r.positive_float("wait_timeout_s", base.wait_timeout_s, maximum=MAX_TIMEOUT_S),
         runner_group_id=r.positive_int("runner_group_id", base.runner_group_id),
         runner_version=r.opt_string("runner_version", base.runner_version),
         runner_sha256=r.opt_string("runner_sha256", base.runner_sha256),
@@ -202,7 +205,7 @@ def _parse_suite(r: Reader, name: str) -> SuiteConfig:
         max_new_tokens=r.positive_int("max_new_tokens", d.max_new_tokens),
         prompt_tokens=r.int_range("prompt_tokens", d.prompt_tokens),
         corpus=r.opt_string("corpus", d.corpus),
-        seed=r.integer("seed", d.seed),
+        seed=r.nonneg_int("seed", d.seed),
         golden=GoldenOptions(
             top_k=g.positive_int("top_k", d.golden.top_k),
             context_depths=g.positive_ints("context_depths", d.golden.context_depths),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from precisionbot.capped import TooLarge, read_capped
 from precisionbot.errors import DataError
 
 Tokenize = Callable[[Sequence[str]], list[tuple[int, ...]]]
@@ -60,12 +61,24 @@ def suite_documents(path: str | Path | None) -> list[Document]:
     return builtin_documents() if path is None else load_jsonl(path)
 
 
+CORPUS_MAX_BYTES = 256 * 1024 * 1024
+"""Largest corpus file read (a real one is a few MiB); ``/dev/zero`` or a mistaken dump is refused."""
+
+
 def load_jsonl(path: str | Path) -> list[Document]:
     """Rows ``{"text": str}`` or ``{"input_ids": [int, ...]}``; any error names the file and line."""
     p = Path(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        if not p.is_file():
+            raise DataError(
+                f"cannot read corpus {p}: not a regular file (missing, a device or a directory); "
+                "check suites.<name>.corpus"
+            )
+        raw = read_capped(p, CORPUS_MAX_BYTES)
+        lines = raw.decode("utf-8").splitlines()
+    except TooLarge:
+        raise DataError(f"corpus {p} is larger than {CORPUS_MAX_BYTES // 2**20} MiB; use a smaller file") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise DataError(f"cannot read corpus {p}: {exc}; check suites.<name>.corpus") from exc
     docs: list[Document] = []
     for n, line in enumerate(lines, start=1):

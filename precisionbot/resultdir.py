@@ -6,13 +6,14 @@ The only file I/O of results; ``precisionbot.results`` stays pure.
 from __future__ import annotations
 
 import json
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
+from precisionbot.capped import TooLarge, read_capped
 from precisionbot.errors import DataError
+from precisionbot.npzcap import read_arrays
 from precisionbot.results import PositionRecord, RunResult
 
 RESULT_FILE = "result.json"
@@ -34,24 +35,41 @@ def write_result(directory: str | Path, run: RunResult, records: Mapping[str, Po
     return path
 
 
+RESULT_MAX_BYTES = 32 * 1024 * 1024
+"""Largest result.json read: a real one is well under 1 MiB (worst positions and per-sample rows only)."""
+
+
 def read_result(directory: str | Path) -> RunResult:
-    """Read ``DIR/result.json`` (or a path to the file itself) into a ``RunResult``."""
+    """Read ``DIR/result.json`` (or a path to the file itself) into a ``RunResult``.
+
+    The file may come from a job that ran untrusted code: it is read up to ``RESULT_MAX_BYTES``, and any
+    malformation (encoding, nesting, types, numbers out of range) is a ``DataError`` naming the file."""
     path = Path(directory)
     if path.is_dir():
         path = path / RESULT_FILE
+    invalid = f"{path} is not a valid precisionbot result (schema 1)"
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_capped(path, RESULT_MAX_BYTES)
+    except TooLarge:
+        raise DataError(f"{invalid}: larger than {RESULT_MAX_BYTES // 2**20} MiB") from None
     except FileNotFoundError:
         raise DataError(f"{path} not found: pass a directory written by `precisionbot check --out DIR`") from None
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
+        text = data.decode("utf-8")
         problem = shape_problem(json.loads(text))
         if problem is not None:
-            raise DataError(f"{path} is not a valid precisionbot result (schema 1): {problem}")
+            raise DataError(f"{invalid}: {problem}")
         return RunResult.from_json(text)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{invalid}: not UTF-8 text (byte {exc.start})") from exc
+    except RecursionError:
+        raise DataError(f"{invalid}: nested too deeply") from None
+    except OverflowError as exc:
+        raise DataError(f"{invalid}: a number is out of range ({exc})") from exc
     except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise DataError(f"{path} is not a valid precisionbot result (schema 1): {exc}") from exc
+        raise DataError(f"{invalid}: {str(exc)[:200]}") from exc
 
 
 _REQUIRED: Mapping[str, tuple[str, ...]] = {
@@ -95,6 +113,8 @@ def shape_problem(data: object) -> str | None:
     for i, check in enumerate(data["checks"]):
         if (problem := _missing(check, "checks", f"checks[{i}]")) is not None:
             return problem
+        if (problem := _stats_problem(check.get("stats", {}), f"checks[{i}].stats")) is not None:
+            return problem
         if check.get("cache") is not None and (problem := _missing(check["cache"], "cache", f"checks[{i}].cache")):
             return problem
         for key in ("worst", "samples"):
@@ -110,13 +130,33 @@ def shape_problem(data: object) -> str | None:
     return None
 
 
+_NUMBER_STATS = ("positions", "samples", "mean_k3", "p50", "p99", "p999", "max", "kl_p50", "kl_p99", "kl_max")
+
+
+def _stats_problem(stats: object, where: str) -> str | None:
+    """The report formats these keys as numbers: anything else (a string, an object, 10**400) is damage."""
+    if not isinstance(stats, dict):
+        return f"{where} is a JSON {_json_type(stats)}, expected an object"
+    for key in _NUMBER_STATS:
+        if key in stats and not _is_number(stats[key]):
+            return f"{where}.{key} is a JSON {_json_type(stats[key])}, expected a number or null"
+    frac = stats.get("frac_over", {})
+    if not isinstance(frac, dict) or not all(_is_number(v) for v in frac.values()):
+        return f"{where}.frac_over is not an object of numbers"
+    return None
+
+
+def _is_number(value: object) -> bool:
+    if value is None or (isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity")):
+        return True
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) < 2**63
+    return isinstance(value, float)
+
+
 def read_records(directory: str | Path) -> dict[str, PositionRecord]:
-    """Every ``<check>.npz`` in a result directory, by check name."""
+    """Every ``<check>.npz`` in a result directory, by check name (sizes capped: ``precisionbot.npzcap``)."""
     out: dict[str, PositionRecord] = {}
     for path in sorted(Path(directory).glob("*.npz")):
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                out[path.stem] = PositionRecord.from_arrays({k: data[k] for k in data.files})
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            raise DataError(f"{path} is not a valid position-record archive: {exc}") from exc
+        out[path.stem] = PositionRecord.from_arrays(read_arrays(path))
     return out

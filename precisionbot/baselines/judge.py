@@ -128,10 +128,49 @@ def judge_golden(
             f"(largest at sample {c.sample[i]}, position {c.position[i]}: margin {c.margin[i]:.3g} nats > "
             f"{origin} {limit:.3g})"
         )
+    i = int(np.argmax(np.nan_to_num(c.kl, nan=np.inf))) if len(c) else 0
+    over: list[int] = []
+    if t.max_abs_delta is not None:
+        over = np.unique(c.sample[np.nan_to_num(c.shared_max, nan=np.inf) > t.max_abs_delta]).tolist()
+    fails.extend(
+        stat_fails(
+            stats,
+            band,
+            t,
+            kl_over=int(np.count_nonzero(c.kl > t.logit_kl)),
+            kl_where=f"at sample {c.sample[i]}, position {c.position[i]}" if len(c) else "",
+            samples_over=over,
+        )
+    )
+    if fails:
+        return Verdict.FAIL, fails
+    what = "within the noise band" if use_band else "within the fixed thresholds (no noise band)"
+    return Verdict.PASS, [
+        f"{len(c)} positions {what}: KL p99 {stats['kl_p99']:.3g} nats, {stats['flips']} flips, none confident"
+    ]
+
+
+def stat_fails(
+    stats: dict[str, Any],
+    band: NoiseBand | None,
+    t: GoldenThresholds,
+    *,
+    kl_over: int | None = None,
+    kl_where: str = "",
+    samples_over: Sequence[int] = (),
+) -> list[str]:
+    """The rules that read only ``stats`` and the band: one sentence per failed rule.
+
+    ``judge_golden`` calls it with details from the arrays (``kl_over`` positions above ``logit_kl``, where the
+    largest is, the samples over ``max_abs_delta``); the comment job calls it with the stats of a result.json
+    alone (``precisionbot.verification``), so both judge by one copy of the rules.
+    """
+    fails: list[str] = []
+    use_band = band is not None and band.pairs > 0 and not band.is_zero
     if use_band and band is not None:
         f = t.band_factor
         for key in ("kl_p50", "kl_p99"):
-            if stats[key] > f * getattr(band, key):
+            if not stats[key] <= f * getattr(band, key):
                 fails.append(f"KL {key[3:]} {stats[key]:.3g} is above {f:g}× the noise band's {getattr(band, key):.3g}")
         for bucket in stats["flips_by_margin"]:
             rate = band.flip_rate_by_bucket.get(bucket["bucket"], 0.0)
@@ -141,14 +180,11 @@ def judge_golden(
                     f"{bucket['flips']} flips at margins {bucket['bucket']} nats ({percent(bucket['rate'])}) exceed "
                     f"{f:g}× the noise band's rate {percent(rate)} (+{BUCKET_SLACK_FLIPS} flips of slack)"
                 )
-    else:
-        if stats["kl_max"] > t.logit_kl or not np.isfinite(stats["kl_max"]):
-            i = int(np.argmax(np.nan_to_num(c.kl, nan=np.inf)))
-            n_over = int(np.count_nonzero(c.kl > t.logit_kl))
-            fails.append(
-                f"{n_over} position(s) have a KL above the per-position limit {t.logit_kl:g} nats (no noise band; "
-                f"largest {stats['kl_max']:.3g} at sample {c.sample[i]}, position {c.position[i]})"
-            )
+    elif not stats["kl_max"] <= t.logit_kl:
+        fails.append(
+            f"{'some' if kl_over is None else kl_over} position(s) have a KL above the per-position limit "
+            f"{t.logit_kl:g} nats (no noise band; largest {stats['kl_max']:.3g}{' ' + kl_where if kl_where else ''})"
+        )
     nll, se = stats["nll_increase"], stats["nll_increase_se"]
     if t.max_nll_increase is not None and nll > t.max_nll_increase and nll > NLL_Z * se:
         fails.append(
@@ -156,19 +192,13 @@ def judge_golden(
             f"lower than the baseline's (perplexity +{percent(math.expm1(nll))}), above {t.max_nll_increase:g} and "
             f"{nll / se if se > 0 else math.inf:.1f} standard errors from 0"
         )
-    if t.max_abs_delta is not None:
-        samples_over = np.unique(c.sample[np.nan_to_num(c.shared_max, nan=np.inf) > t.max_abs_delta])
-        if samples_over.size:
-            fails.append(
-                f"{samples_over.size} sample(s) have a max |Δ logprob| over shared top-k ids above {t.max_abs_delta:g} "
-                f"(largest {stats['max_abs_delta']:.3g}; samples {', '.join(map(str, samples_over[:5].tolist()))})"
-            )
-    if fails:
-        return Verdict.FAIL, fails
-    what = "within the noise band" if use_band else "within the fixed thresholds (no noise band)"
-    return Verdict.PASS, [
-        f"{len(c)} positions {what}: KL p99 {stats['kl_p99']:.3g} nats, {stats['flips']} flips, none confident"
-    ]
+    if t.max_abs_delta is not None and (samples_over or not stats["max_abs_delta"] <= t.max_abs_delta):
+        listed = f"; samples {', '.join(map(str, samples_over[:5]))}" if samples_over else ""
+        fails.append(
+            f"{len(samples_over) or 'some'} sample(s) have a max |Δ logprob| over shared top-k ids above "
+            f"{t.max_abs_delta:g} (largest {stats['max_abs_delta']:.3g}{listed})"
+        )
+    return fails
 
 
 def worst_positions(c: Comparison, count: int = 10, texts: Sequence[str] | None = None) -> tuple[WorstPosition, ...]:

@@ -7,6 +7,7 @@ fake-server adapter). Nothing below the handlers reads ``os.environ``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import secrets
@@ -94,10 +95,20 @@ def register(subparsers: Any) -> None:
     plan.set_defaults(handler=_plan)
     comment = sub.add_parser("comment", help="upsert the sticky PR comment and write the job summary")
     comment.add_argument("dirs", nargs="+", metavar="DIR", help="result directories (one per matrix cell)")
-    comment.add_argument("--pr", type=int, help="PR number (default: from the event)")
+    comment.add_argument("--pr", type=_pr_number, help="PR number (default: from the event)")
     comment.add_argument("--suite", help="suite name, for one comment per suite (github.comment_per_suite)")
     comment.add_argument("--config", help="precisionbot config (default: $PRECISIONBOT_CONFIG, .github/precision.yml)")
     comment.set_defaults(handler=_comment)
+
+
+def _pr_number(text: str) -> int:
+    """``--pr``: ASCII digits from 1 (``int()`` would take ``"٧"`` as 7 and ``" 7\n"`` as 7)."""
+    from precisionbot.gh.event import digits
+
+    number = digits(text)
+    if not number:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a PR number (ASCII digits, 1 or more)")
+    return number
 
 
 def _connect(env: ActionEnv) -> Any:
@@ -127,8 +138,9 @@ def _comment(args: Any) -> int:
 def read_payload(path: str) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the event payload GITHUB_EVENT_PATH={path}: {exc}") from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise ConfigError(f"cannot read the event payload GITHUB_EVENT_PATH={path}: {why}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"the event payload {path} is not a JSON object")
     return data
@@ -139,7 +151,7 @@ def plan_action(env: ActionEnv, config: Any, api: Any, out: TextIO | None = None
     from precisionbot.gh.event import parse_event
     from precisionbot.gh.matrix import with_runner_labels
     from precisionbot.gh.plan import run_plan
-    from precisionbot.gh.workflow import command, write_outputs
+    from precisionbot.gh.workflow import command, log_text, write_outputs
 
     event = parse_event(env.event_name or "", read_payload(env.event_path or ""), env.sha)
     if api is None:
@@ -157,20 +169,17 @@ def plan_action(env: ActionEnv, config: Any, api: Any, out: TextIO | None = None
         "matrix": json.dumps(with_runner_labels(d.matrix, secrets.token_hex(16)), separators=(",", ":")),
         "reason": d.reason,
     }
-    print(f"precisionbot: {'run' if d.run else 'skip'}: {d.reason}", file=out)
+    print(f"precisionbot: {'run' if d.run else 'skip'}: {log_text(d.reason)}", file=out)
     print(write_outputs(values, env.output), end="", file=out)
     return 0
 
 
 def _pr_from_event(env: ActionEnv) -> int | None:
+    from precisionbot.gh.event import pr_of
+
     if not env.event_path or not Path(env.event_path).is_file():
         return None
-    payload = read_payload(env.event_path)
-    for key in ("pull_request", "issue"):
-        if isinstance(payload.get(key), dict) and "number" in payload[key]:
-            return int(payload[key]["number"])
-    pr = (payload.get("inputs") or {}).get("pr")
-    return int(pr) if isinstance(pr, str | int) and str(pr).isdigit() else None
+    return pr_of(read_payload(env.event_path))
 
 
 def comment_action(
@@ -188,16 +197,17 @@ def comment_action(
     another one get a warning in the comment (None: no comparison)."""
     out = out or sys.stdout
     from precisionbot.gh.sticky import upsert_comment
-    from precisionbot.gh.workflow import command, write_outputs, write_summary
+    from precisionbot.gh.workflow import command, log_block, log_text, write_outputs, write_summary
     from precisionbot.report import ReportLinks, ReportSection, comment_marker, render_comment, render_summary
-    from precisionbot.resultdir import read_records, read_result
+    from precisionbot.report.load import load_sections
     from precisionbot.results import Verdict
 
-    sections = []
-    for directory in dirs:
-        # Results come from the job that ran PR code: parsed as JSON and NumPy arrays (no pickles), never run.
-        run = read_result(directory)
-        sections.append(ReportSection(label=_label(directory, run), run=run, records=read_records(directory)))
+    # Results come from the job that ran PR code: parsed as JSON and capped NumPy arrays (no pickles), never
+    # run; each verdict re-derived with this (trusted) config's thresholds; a damaged cell renders as such.
+    sections = [
+        ReportSection(label=_label(directory, s.run), run=s.run, records=s.records)
+        for directory, s in zip(dirs, load_sections(dirs, thresholds=config.thresholds, warn=sys.stderr), strict=True)
+    ]
     verdict = Verdict.combine(s.run.verdict for s in sections)
     links = ReportLinks(
         run_url=env.run_url,
@@ -218,14 +228,14 @@ def comment_action(
         head, sep, rest = body.partition("\n")
         body = f"{head}{sep}{note}\n{rest}" if head.strip() == marker else f"{note}\n{body}"
     if not write_summary(render_summary(sections, links=links), env.step_summary):
-        print(body, file=out)
+        print(log_block(body), file=out)
     pr = pr if pr is not None else _pr_from_event(env)
     url = ""
     if api is None or pr is None:
         why = _why_not_posted(env, api, pr)
         print(command("warning", f"precisionbot: PR comment skipped: {why}"), file=out)
         # Outside Actions the annotation above is just stdout noise: say it plainly where people look.
-        print(f"precisionbot: the PR comment was not posted: {why}", file=sys.stderr)
+        print(f"precisionbot: the PR comment was not posted: {log_text(why)}", file=sys.stderr)
     else:
         try:
             url = upsert_comment(api, pr, body, marker).comment.url

@@ -36,6 +36,12 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="the previous run of the i-th DIR (repeat in DIR order), for 'since the previous run'",
     )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the trusted config whose thresholds re-derive every verdict (default: .github/precision.yml when "
+        "present, else the built-in defaults)",
+    )
     p.add_argument("--label", action="append", default=[], metavar="TEXT", help="section title of the i-th DIR")
     p.add_argument("--suite", metavar="NAME", help="suite name for the hidden comment marker (one comment per suite)")
     p.add_argument("--max-chars", type=int, metavar="N", help="size limit of the comment (default 65,536)")
@@ -51,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_chars is not None and args.max_chars < 1_000:
         raise ConfigError(f"--max-chars must be at least 1000 (got {args.max_chars})")
-    sections = load_sections(args.dirs, previous=args.previous, labels=args.label)
+    from precisionbot.config import load_config_or_default
+
+    config = load_config_or_default(args.config)
+    sections = load_sections(args.dirs, previous=args.previous, labels=args.label, thresholds=config.thresholds)
     links = links_from_env(os.environ)
     if args.format == "json":
         text = render_json(sections)

@@ -22,8 +22,8 @@ def error_message(response: httpx.Response) -> str:
     """The engine's own error text (SGLang: ``{"error": {"message": ...}}``), shortened to one line."""
     try:
         body = response.json()
-    except ValueError:
-        body = response.text
+    except (ValueError, RecursionError):
+        body = response.text[:400]
     if isinstance(body, Mapping):
         err = body.get("error", body.get("detail", body.get("message", body)))
         if isinstance(err, Mapping):
@@ -121,3 +121,5 @@ class HttpClient:
             return response.json()
         except ValueError as exc:
             raise EngineError(f"{what}: {path} answered invalid JSON ({response.text[:80]!r})") from exc
+        except RecursionError:
+            raise EngineError(f"{what}: {path} answered JSON nested too deeply to be an engine answer") from None

@@ -27,8 +27,10 @@ CACHE_REASON = (
 
 
 def _token_id(token: Any, index: int, field: str) -> int:
-    if isinstance(token, str) and token.startswith("token_id:") and token[9:].isdigit():
-        return int(token[9:])
+    digits = token[9:] if isinstance(token, str) and token.startswith("token_id:") else ""
+    # ASCII only ("²".isdigit() is true and int() refuses it) and within int32 (the arrays' dtype).
+    if 0 < len(digits) <= 10 and digits.isascii() and digits.isdigit() and int(digits) < 2**31:
+        return int(digits)
     raise EngineError(
         f"engine answer to request {index}: {field} {str(token)[:30]!r} is not 'token_id:N'; the server must "
         "support return_tokens_as_token_ids (vLLM), or use engine kind sglang"

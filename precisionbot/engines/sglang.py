@@ -186,7 +186,7 @@ class SGLangEngine:
                 raise EngineError(f"/server_info answered HTTP {response.status_code}: {error_message(response)}")
             try:
                 raw = response.json()
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise EngineError("/server_info answered invalid JSON") from exc
             if not isinstance(raw, dict):
                 raise EngineError("/server_info answered something other than a JSON object")

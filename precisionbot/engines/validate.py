@@ -20,9 +20,14 @@ def _fail(index: int, field: str, problem: str) -> EngineError:
     return EngineError(f"engine answer to request {index}: {field} {problem}")
 
 
-def _int(value: Any, index: int, field: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _fail(index, field, f"must be an integer >= {minimum} (got {str(value)[:40]!r})")
+MAX_INT = 2**53
+"""Counts and ids beyond this are not what an engine sends (and overflow NumPy's fixed-width integers)."""
+
+
+def _int(value: Any, index: int, field: str, minimum: int = 0, maximum: int = MAX_INT) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        shown = f"an integer of {value.bit_length()} bits" if isinstance(value, int) else repr(str(value)[:40])
+        raise _fail(index, field, f"must be an integer >= {minimum} and <= {maximum} (got {shown})")
     return value
 
 
@@ -34,7 +39,10 @@ def logprob(value: Any, index: int, field: str, allow_none: bool = False) -> flo
         raise _fail(index, field, "is null where a logprob belongs")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(index, field, f"is not a number (got {str(value)[:40]!r})")
-    f = float(value)
+    try:
+        f = float(value)
+    except OverflowError:
+        raise _fail(index, field, "is not a valid logprob (a number out of range)") from None
     # A logprob is <= 0; allow float rounding just above it (log_softmax of a dominant logit).
     if math.isnan(f) or f > 1e-3 or f == math.inf:
         raise _fail(index, field, f"is not a valid logprob (got {f!r})")
@@ -61,7 +69,7 @@ def _entries(
         if not isinstance(entry, (list, tuple)) or len(entry) < 2:
             raise _fail(index, where, f"is not a [logprob, token_id, text] entry (got {str(entry)[:40]!r})")
         lps[j] = logprob(entry[0], index, where, allow_none=first_may_be_none and j == 0)
-        ids[j] = _int(entry[1], index, f"{where} token id")
+        ids[j] = _int(entry[1], index, f"{where} token id", maximum=_INT32_MAX)
         text = entry[2] if len(entry) > 2 else None
         texts.append(text if isinstance(text, str) else None)
     return lps, ids, tuple(texts)
@@ -84,8 +92,11 @@ def _entries_fast(
     head = 1 if first_may_be_none and lps and lps[0] is None else 0
     if {type(x) for x in lps[head:]} - _NUMBER_TYPES or {type(x) for x in ids} - {int}:
         return None
-    lp = np.array([math.nan] * head + lps[head:], dtype=np.float64)
-    tok = np.array(ids, dtype=np.int64)
+    try:
+        lp = np.array([math.nan] * head + lps[head:], dtype=np.float64)
+        tok = np.array(ids, dtype=np.int64)
+    except OverflowError:
+        return None
     body = lp[head:]
     if np.isnan(body).any() or (body > 1e-3).any() or (tok < 0).any() or (tok > _INT32_MAX).any():
         return None

@@ -100,7 +100,8 @@ def _build(verb: str, values: dict[str, str]) -> SlashCommand | Malformed:
     samples: int | None = None
     if "samples" in values:
         raw = values["samples"]
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_SAMPLES:
+        # ASCII digits only: "²".isdigit() is true and int("²") raises.
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_SAMPLES:
             return Malformed(f"`samples` must be a whole number from 1 to {MAX_SAMPLES}, not `{_clip(raw)}`")
         samples = int(raw)
     sha = values.get("sha")

@@ -25,6 +25,29 @@ def escape(value: str, *, property: bool = False) -> str:
     return out
 
 
+_COMMAND_STARTS = ("::", "##[")
+"""How a log line starts a workflow command (``::error::``, ``::add-mask::``, ``::stop-commands::``) or an old
+``##[set-output ...]`` one; the runner looks at each line after leading whitespace."""
+
+
+def log_text(value: str) -> str:
+    """Untrusted text (a path, a ref, a reason quoting a payload) made safe to print in a job log.
+
+    The runner reads workflow commands line by line, so CR and LF are escaped as in :func:`escape` (no new
+    line can begin inside the text) and a text that itself starts like a command gets a zero-width space in
+    front (shown, never run). Use it for every reason or path printed outside :func:`command`."""
+    return _guard(escape(value))
+
+
+def log_block(text: str) -> str:
+    """Multi-line text for the log (a rendered comment): each line guarded as in :func:`log_text`."""
+    return "\n".join(_guard(line.replace("\r", "%0D")) for line in text.split("\n"))
+
+
+def _guard(line: str) -> str:
+    return "\u200b" + line if line.lstrip().startswith(_COMMAND_STARTS) else line
+
+
 def command(name: str, message: str, **properties: str) -> str:
     """``::name key=value,...::message`` with every part escaped."""
     props = ",".join(f"{key}={escape(value, property=True)}" for key, value in properties.items())
@@ -52,7 +75,8 @@ def write_outputs(values: Mapping[str, str], github_output: str | None) -> str:
         except OSError as exc:
             raise ConfigError(f"cannot append to GITHUB_OUTPUT={github_output}: {exc.strerror or exc}") from exc
     return "".join(
-        f"{k}={v if len(v) < 200 and chr(10) not in v else '<' + str(len(v)) + ' chars>'}\n" for k, v in values.items()
+        f"{k}={log_text(v) if len(v) < 200 and chr(10) not in v else '<' + str(len(v)) + ' chars>'}\n"
+        for k, v in values.items()
     )
 
 

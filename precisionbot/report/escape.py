@@ -10,8 +10,8 @@ makes any string safe *and visible* inside a Markdown table cell:
 * Markdown metacharacters get a backslash; HTML metacharacters and ``|`` become character references, which
   CommonMark decodes to the literal character and never interprets (``&#124;`` also keeps GFM from
   splitting the cell); ``://`` and ``www.`` get a zero-width joiner so GFM does not autolink a URL;
-* ``@`` and ``#`` get a zero-width joiner after them: GitHub's mention and issue-reference filters run on
-  the rendered text, where an entity would already be a plain ``@`` again;
+* ``@`` and ``#`` get a zero-width joiner after them, and ``GH-`` before digits too: GitHub's mention and
+  issue-reference filters run on the rendered text, where an entity would already be a plain ``@`` again;
 * long tokens are capped with ``…``.
 
 Pure: no I/O.
@@ -19,6 +19,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 ZWJ = "\u200d"
@@ -34,6 +35,9 @@ _ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;", "|": "&#124;"}
 # GFM autolinks plain URLs, on the source and (for some patterns) on text nodes after entities are
 # decoded; a zero-width joiner inside the scheme separator or "www." stops it at every stage.
 _AUTOLINK = (("://", ":" + ZWJ + "//"), ("www.", "www" + ZWJ + "."))
+
+# GitHub also links "GH-12" (any case) to issue 12; a joiner between the dash and the digits stops it.
+_GH_REF = re.compile(r"((?<![0-9A-Za-z])[Gg][Hh]-)(?=[0-9])")
 
 _INVISIBLE_CATEGORIES = {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}
 
@@ -84,7 +88,7 @@ def markdown_text(text: str, *, spaces: bool = True) -> str:
     escaped = "".join(out)
     for pattern, replacement in _AUTOLINK:
         escaped = escaped.replace(pattern, replacement)
-    return escaped
+    return _GH_REF.sub("\\1" + ZWJ, escaped)
 
 
 def token_cell(text: str, max_chars: int = TOKEN_MAX_CHARS) -> str:

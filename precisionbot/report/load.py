@@ -10,10 +10,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from precisionbot.config import ThresholdsConfig
 from precisionbot.errors import ConfigError, DataError
+from precisionbot.gh.workflow import log_text
 from precisionbot.report.view import ReportLinks, ReportSection
 from precisionbot.resultdir import read_records, read_result
-from precisionbot.results import PositionRecord, RunResult
+from precisionbot.results import CheckResult, EngineInfo, RunResult, Verdict
+from precisionbot.verification import verify_run
 
 
 def default_label(run: RunResult, directory: Path) -> str:
@@ -25,13 +28,36 @@ def default_label(run: RunResult, directory: Path) -> str:
     return f"{model} tp{tp}" if tp not in (None, "") else str(model)
 
 
-def _records(directory: Path, warn: TextIO | None) -> dict[str, PositionRecord]:
+def damaged(directory: Path, problem: str) -> ReportSection:
+    """A matrix cell whose result directory could not be read: INCONCLUSIVE, the problem as its reason."""
+    run = RunResult(
+        verdict=Verdict.INCONCLUSIVE,
+        signature="",
+        engine=EngineInfo(url="", kind="unknown"),
+        checks=(CheckResult.inconclusive("result", f"damaged result directory: {problem}"),),
+    )
+    return ReportSection(label=directory.name or str(directory), run=run)
+
+
+def _section(path: Path, label: str | None, before: RunResult | None, thresholds: ThresholdsConfig) -> ReportSection:
+    if not path.exists():
+        read_result(path)  # a mistyped DIR is a usage error (exit 3), not a damaged cell
     try:
-        return read_records(directory)
+        run = read_result(path)
+        records = read_records(path)
     except DataError as exc:
-        # The arrays only feed the heat strips: a damaged artifact must not block the comment itself.
-        print(f"precisionbot: warning: {exc}; the report has no per-position picture", file=warn or sys.stderr)
-        return {}
+        # The directory may come from a job that ran PR code: one damaged cell must not hide the others.
+        return damaged(path, str(exc))
+    verified = verify_run(run, thresholds, records)
+    return ReportSection(label=label or default_label(run, path), run=verified, previous=before, records=records)
+
+
+def _previous(path: str | Path, warn: TextIO | None) -> RunResult | None:
+    try:
+        return read_result(path)
+    except DataError as exc:
+        print(f"precisionbot: warning: {log_text(str(exc))}; no 'since the previous run'", file=warn or sys.stderr)
+        return None
 
 
 def load_sections(
@@ -40,21 +66,23 @@ def load_sections(
     previous: Sequence[str | Path] = (),
     labels: Sequence[str] = (),
     warn: TextIO | None = None,
+    thresholds: ThresholdsConfig | None = None,
 ) -> list[ReportSection]:
-    """One section per result directory; ``previous[i]`` (optional) is the previous run of ``directories[i]``."""
+    """One section per result directory; ``previous[i]`` (optional) is the previous run of ``directories[i]``.
+
+    Each run's verdicts are re-derived with ``thresholds`` (the trusted config's; default thresholds when
+    None) by ``precisionbot.verification``; a directory that cannot be read becomes a damaged section."""
     if not directories:
         raise ConfigError("no result directory given: pass one or more DIRs written by `precisionbot check --out`")
     if len(previous) > len(directories):
         raise ConfigError(f"--previous given {len(previous)} times for {len(directories)} result directories")
     if len(labels) > len(directories):
         raise ConfigError(f"--label given {len(labels)} times for {len(directories)} result directories")
+    trusted = thresholds or ThresholdsConfig()
     sections = []
     for i, d in enumerate(directories):
-        path = Path(d)
-        run = read_result(path)
-        before = read_result(previous[i]) if i < len(previous) else None
-        label = labels[i] if i < len(labels) else default_label(run, path)
-        sections.append(ReportSection(label=label, run=run, previous=before, records=_records(path, warn)))
+        before = _previous(previous[i], warn) if i < len(previous) else None
+        sections.append(_section(Path(d), labels[i] if i < len(labels) else None, before, trusted))
     seen: dict[str, int] = {}
     for s in sections:
         seen[s.label] = seen.get(s.label, 0) + 1

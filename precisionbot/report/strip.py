@@ -74,14 +74,17 @@ def worst_strips(
     values = k3(record.delta)
     # NaN sorts as the worst: a non-finite logprob is never hidden behind a finite one.
     score = np.where(np.isfinite(values), values, np.inf)
-    ids = np.unique(record.sample)
-    peaks = [(float(np.max(score[record.sample == s])), int(s)) for s in ids]
-    peaks.sort(key=lambda p: (-p[0], p[1]))
+    # One sort groups the positions by sample (linear-logarithmic: a mask per sample would be quadratic
+    # when every position is its own sample).
+    order = np.lexsort((record.position, record.sample))
+    ids, starts = np.unique(record.sample[order], return_index=True)
+    ends = np.append(starts[1:], len(order))
+    peaks = np.maximum.reduceat(score[order], starts)
+    chosen = np.lexsort((ids, -peaks))[:samples]
     out = []
-    for _, s in peaks[:samples]:
-        mask = record.sample == s
-        order = np.argsort(record.position[mask], kind="stable")
-        v = values[mask][order]
+    for i in chosen:
+        s = int(ids[i])
+        v = values[order[starts[i] : ends[i]]]
         bars, per_bar = render_strip(v, width)
         over = np.flatnonzero(~(v <= onset_k3))
         out.append(

@@ -47,9 +47,9 @@ def test_malformed_results_name_the_file_and_the_place(tmp_path: Path, mutate: A
     assert str(info.value) == f"{tmp_path / 'result.json'} is not a valid precisionbot result (schema 1): {expected}"
 
 
-def test_a_json_list_result_is_exit_3_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_json_list_result_is_a_damaged_cell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write(tmp_path, [1, 2])
-    assert main(["report", str(tmp_path)]) == 3
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("precisionbot: error: ") and "result.json" in err[0]
-    assert "internal error" not in err[0]
+    assert main(["report", str(tmp_path), "--verdict-exit"]) == 2
+    captured = capsys.readouterr()
+    assert "result.json is not a valid precisionbot result (schema 1): the top level is a JSON array" in captured.out
+    assert "internal error" not in captured.err

@@ -85,20 +85,23 @@ def test_bad_input_is_a_clear_error(dirs: dict[str, Path], tmp_path: Path, capsy
         run([str(tmp_path / "nope")])
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "result.json").write_text("{", encoding="utf-8")
-    with pytest.raises(DataError, match="not a valid precisionbot result"):
-        run([str(tmp_path / "bad")])
+    # A damaged directory is one damaged cell (INCONCLUSIVE with the reason), not an abort of the report.
+    assert run([str(tmp_path / "bad"), "--verdict-exit"]) == 2
+    assert "not a valid precisionbot result" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="--previous given 2 times"):
         run([str(dirs["all_pass"]), "--previous", str(dirs["all_pass"]), "--previous", str(dirs["all_pass"])])
     with pytest.raises(ConfigError, match="--max-chars"):
         run([str(dirs["all_pass"]), "--max-chars", "10"])
 
 
-def test_damaged_arrays_only_lose_the_picture(dirs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_damaged_arrays_make_a_damaged_cell_the_others_render(
+    dirs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     (dirs["prefill_restore"] / "match.npz").write_bytes(b"not a zip")
-    assert run([str(dirs["prefill_restore"])]) == 0
-    captured = capsys.readouterr()
-    assert "warning" in captured.err and "match.npz" in captured.err
-    assert "### ❌" in captured.out and "```text" not in captured.out
+    assert run([str(dirs["prefill_restore"]), str(dirs["all_pass"]), "--verdict-exit"]) == 2
+    out = capsys.readouterr().out
+    assert "match.npz is not a valid position-record archive" in out and "damaged result directory" in out
+    assert "### ⚠️ prefill\\_restore: INCONCLUSIVE" in out and "### ✅" in out
 
 
 def test_through_the_cli_root(dirs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
