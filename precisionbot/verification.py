@@ -38,6 +38,9 @@ from precisionbot.noise import NoiseBand
 from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
 
 CONSISTENCY = ("match", *CACHE_HELPERS)
+CACHE_HITS = ("prefill_cache_hit", "decode_cache_hit")
+"""The helpers that keep only prompts that hit the cache (``cache``: kept/total); ``cache_consistency`` re-scores
+every restart and counts its overlaps instead."""
 
 
 class _Contradiction(Exception):
@@ -94,7 +97,7 @@ def _consistency(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
     verdict, reasons = judge({**stats, **clean}, limits)
     if verdict is not Verdict.PASS:
         raise _Contradiction(f"stats: {reasons[0]}")
-    if check.name in CACHE_HELPERS:
+    if check.name in CACHE_HITS:
         cache = check.cache
         if cache is None or not 0 < cache.total < 2**63 or not 0 <= cache.kept <= cache.total:
             raise _Contradiction("cache (kept/total) is missing or impossible")
@@ -211,6 +214,7 @@ def verify_check(
     ``record`` (the check's ``.npz``, when there is one) must agree with the stats of a consistency helper."""
     if check.verdict is not Verdict.PASS:
         return check
+    limits = limits.for_check(check.name)  # per-phase kl_div_prefill / kl_div_decode, as the check used
     rule = RULES.get(check.name)
     try:
         if rule is None:

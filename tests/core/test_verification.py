@@ -3,6 +3,7 @@ thresholds; a claimed PASS that does not hold is INCONCLUSIVE naming the field, 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,8 @@ def test_zero_checks_is_never_a_pass() -> None:
         (golden(confident_flips=2), "stats.confident_flips is 2"),
         (golden(kl_p99=float("nan")), "stats.kl_p99 is nan, not a finite number"),
         (golden(nll_increase=0.05, nll_increase_se=1e-4), "systematic drift"),
-        (check("cache_consistency", stats=stats()), "no rule to re-derive a 'cache_consistency' verdict"),
+        (check("cache_consistency", stats=stats(positions=0)), "stats.positions is 0"),
+        (check("cache_consistency", stats=stats(mean_k3=0.01)), "is not below kl_div"),
         (check("layers", stats={"positions": 0, "layers_compared": 0}), "stats.layers_compared is 0"),
         (check("batch_invariance", stats={**stats(), "configurations": []}), "stats.configurations is empty"),
     ],
@@ -153,3 +155,17 @@ def test_stats_must_agree_with_the_checks_own_arrays(tmp_path: Path) -> None:
     assert verify_check(forged, LIMITS, record=zeros).verdict is Verdict.INCONCLUSIVE  # 1e-06 claimed, 0 measured
     honest = check(stats=stats(positions=4, mean_k3=0.0, mx=0.0))
     assert verify_check(honest, LIMITS, record=zeros).verdict is Verdict.PASS
+
+
+def test_per_phase_thresholds_are_the_ones_the_helper_used() -> None:
+    """kl_div_decode (SGLang's kl_div_thres_decode) judges decode_cache_hit; the others keep kl_div."""
+    default = TRUSTED.profiles["default"]
+    trusted = ThresholdsConfig(
+        profiles={**TRUSTED.profiles, "default": dataclasses.replace(default, kl_div_decode=1e-5)}
+    )
+    decode = check("decode_cache_hit", stats=stats(mean_k3=1e-4), cache=CacheStats(4, 4))
+    prefill = check("prefill_cache_hit", stats=stats(mean_k3=1e-4), cache=CacheStats(4, 4))
+    verified = verify_run(run_of(prefill, decode), trusted)
+    assert [c.verdict for c in verified.checks] == [Verdict.PASS, Verdict.INCONCLUSIVE]
+    assert "not below kl_div 1.00e-05" in verified.checks[1].reasons[0]
+    assert verify_run(run_of(prefill, decode), TRUSTED).verdict is Verdict.PASS
