@@ -36,20 +36,27 @@ def _generate(ctx: CheckContext, prompts: Sequence[tuple[int, ...]], max_new_tok
     return ctx.engine.generate(requests, progress=ctx.progress.advance)
 
 
-def _replay(ctx: CheckContext, sequences: Sequence[tuple[int, ...]]) -> list[Generation]:
-    """Pure prefills (``max_new_tokens=0``) with logprobs from position 0, after a flush (no cache)."""
+def _per_position(ctx: CheckContext) -> bool:
+    """Engines without prompt logprobs (llama.cpp) score each replayed position with its own request."""
+    return bool(getattr(ctx.engine, "replay_per_position", False))
+
+
+def _replay(ctx: CheckContext, sequences: Sequence[tuple[int, ...]], prompt_lens: Sequence[int]) -> list[Generation]:
+    """Pure prefills (``max_new_tokens=0``) with logprobs from position 0, after a flush (no cache); from the
+    last prompt token where every position costs a request (only the decoded positions are compared)."""
     ctx.engine.flush_cache()
+    per_position = _per_position(ctx)
     requests = [
         GenerateRequest(
             seq,
             max_new_tokens=0,
             temperature=0.0,
             ignore_eos=True,
-            logprob_start_len=0,
+            logprob_start_len=n - 1 if per_position else 0,
             top_logprobs_num=REPLAY_TOP_K,
             return_text=True,
         )
-        for seq in sequences
+        for seq, n in zip(sequences, prompt_lens, strict=True)
     ]
     return ctx.engine.generate(requests, progress=ctx.progress.advance)
 
@@ -57,14 +64,16 @@ def _replay(ctx: CheckContext, sequences: Sequence[tuple[int, ...]]) -> list[Gen
 def align(sample: int, prompt: Sequence[int], test: Generation, replay: Generation) -> AlignedSample:
     """Decode logprob ``k`` ↔ the replay's input logprob at ``len(prompt) + k`` (its last ``N`` entries)."""
     n = len(test.output_ids)
-    if len(replay.input_logprobs) != len(prompt) + n:
+    # From position 0 (len(prompt) + n entries) or, replayed per position, from the last prompt token (n + 1).
+    if len(replay.input_logprobs) not in (len(prompt) + n, n + 1):
         raise EngineError(
             f"replay of sample {sample}: {len(replay.input_logprobs)} input logprobs for {len(prompt)} + {n} tokens"
         )
-    lp_ref = replay.input_logprobs[len(prompt) :]
+    skip = len(replay.input_logprobs) - n
+    lp_ref = replay.input_logprobs[skip:]
     top1 = margin = None
     if replay.input_top is not None:
-        ids, lps = replay.input_top.ids[len(prompt) :], replay.input_top.logprobs[len(prompt) :]
+        ids, lps = replay.input_top.ids[skip:], replay.input_top.logprobs[skip:]
         top1 = ids[:, 0]
         margin = lps[:, 0] - lps[:, 1] if lps.shape[1] > 1 else None
     return AlignedSample(
@@ -74,7 +83,7 @@ def align(sample: int, prompt: Sequence[int], test: Generation, replay: Generati
         token_id=np.asarray(test.output_ids, dtype=np.int32),
         lp_ref=lp_ref,
         lp_test=test.output_logprobs,
-        token_text=tuple(replay.input_token_text[len(prompt) :]),
+        token_text=tuple(replay.input_token_text[skip:]),
         top1_ref=top1,
         margin_ref=margin,
         cached_tokens=test.cached_tokens,
@@ -90,9 +99,13 @@ def _compare_replayed(
     cache: CacheStats | None,
 ) -> CheckOutput:
     ctx.progress.phase(f"{name}: replay")
-    replays = _replay(ctx, [tuple(p) + t.output_ids for p, t in zip(prompts, tests, strict=True)])
+    sequences = [tuple(p) + t.output_ids for p, t in zip(prompts, tests, strict=True)]
+    replays = _replay(ctx, sequences, [len(p) for p in prompts])
     aligned = [align(i, p, t, r) for i, p, t, r in zip(indices, prompts, tests, replays, strict=True)]
-    return compare(name, aligned, ctx.thresholds, cache=cache, extra={"profile": ctx.profile})
+    extra: dict[str, object] = {"profile": ctx.profile}
+    if _per_position(ctx):
+        extra["replay"] = "per-position: one no-cache request per compared position (no prompt logprobs)"
+    return compare(name, aligned, ctx.thresholds, cache=cache, extra=extra)
 
 
 def check_match(ctx: CheckContext) -> CheckOutput:
