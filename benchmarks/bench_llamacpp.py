@@ -2,7 +2,7 @@
 scripts/build-llama-server.sh, serving the tiny f32 llama of the tests) in three numeric configurations:
 llama.cpp's default CPU flash attention, ``-fa off``, and ``-fa off`` with an f32 KV cache.
 
-    .venv/bin/python benchmarks/bench_llamacpp.py [--samples 4] [--prompt-tokens 128] [--max-new-tokens 16]
+    .venv/bin/python -m benchmarks.bench_llamacpp [--samples 4] [--prompt-tokens 128] [--max-new-tokens 16]
 
 Per configuration: each helper's verdict, cache hits, ``mean_k3`` and max k3, wall time, and the replay's cost
 (per-position requests sent; every compared position is one no-cache prefill of its prefix).
