@@ -123,3 +123,36 @@ def test_launched_server_that_cannot_flush_is_inconclusive_with_the_fix(llama: L
     assert by_name["match"]["verdict"] == "pass"  # every request went with cache_prompt: false
     assert by_name["prefill_cache_hit"]["verdict"] == "inconclusive"
     assert "--slot-save-path" in str(by_name["prefill_cache_hit"]["reasons"])
+
+
+GOLDEN_CONFIG = """
+models:
+  - name: tiny-llama
+    path: tiny-llama
+suites:
+  tiny-golden:
+    checks: [golden]
+    golden:
+      top_k: 5
+      context_depths: [16]
+      decode_steps: 4
+"""
+
+
+def test_quantised_model_fails_golden_against_the_f32_baseline(
+    llama: LlamaBuild, clean_url: str, tmp_path: Path
+) -> None:
+    """The "PR" serves the same weights in Q4_0: the consistency helpers cannot see it, golden must."""
+    config = tmp_path / "precision.yml"
+    config.write_text(GOLDEN_CONFIG)
+    store = tmp_path / "store"
+    common = ["--config", str(config), "--suite", "tiny-golden"]
+    kind = ["--engine-kind", "llamacpp"]
+    assert main(["baseline", "record", "--engine-url", clean_url, *kind, "--store", str(store), *common]) == 0
+    out = tmp_path / "out"
+    with llama_server(llama, llama.model("q4_0"), tmp_path / "logs") as url:
+        argv = ["check", "--engine-url", url, *kind, *common, "--baseline-store", str(store), "--out", str(out)]
+        code = main([*argv, "--quiet"])
+    golden = _checks(_result(out))["golden"]
+    assert code == 1, golden
+    assert golden["verdict"] == "fail"

@@ -5,7 +5,8 @@ RoPE, and the Llama-2 vocabulary copied from the ``ggml-vocab-llama-spm.gguf`` f
 are drawn from a seeded numpy generator, so every machine serves the same numbers. The output rows of byte
 tokens are shrunk, so greedy decoding rarely emits a lone UTF-8 byte (llama-server drops the logprob entry of a
 token that leaves an incomplete character; the client handles it, but the clean run should not depend on it).
-``quantize="q8_0"`` writes the same weights with the matrices in Q8_0: the "deliberately broken" build.
+``quantize="q4_0"`` (or ``"q8_0"``) writes the same weights with the matrices quantised: the "deliberately
+broken" build (Q8_0 stays within the golden KL limit on this model; Q4_0 does not).
 """
 
 from __future__ import annotations
@@ -77,10 +78,13 @@ def write_tiny_llama(vocab_path: Path, out: Path, *, quantize: str | None = None
     if quantize == "q8_0":
         qtype = gguf.GGMLQuantizationType.Q8_0
         writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    elif quantize == "q4_0":
+        qtype = gguf.GGMLQuantizationType.Q4_0
+        writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
     elif quantize is None:
         writer.add_file_type(gguf.LlamaFileType.ALL_F32)
     else:
-        raise ValueError(f"unsupported quantize={quantize!r}; use None or 'q8_0'")
+        raise ValueError(f"unsupported quantize={quantize!r}; use None, 'q8_0' or 'q4_0'")
     writer.add_tokenizer_model("llama")
     writer.add_tokenizer_pre("default")
     writer.add_token_list(tokens)
