@@ -229,7 +229,8 @@ class LlamaCppEngine:
         lp = entry.logprob_of(target)
         if lp is None:
             raise EngineError(f"{what}: token {target} is not in the model's vocabulary")
-        return Entry(target, lp, entry.top_ids, entry.top_logprobs)
+        keep = max(k, 1)  # a whole-vocabulary answer is not kept beyond the top-k asked
+        return Entry(target, lp, entry.top_ids[:keep], entry.top_logprobs[:keep])
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Generation]:
         if not requests:

@@ -65,6 +65,22 @@ class Completion:
         return tuple(j for j, e in enumerate(self.entries) if e is None)
 
 
+def _top_fast(top: list[Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
+    """``(ids, logprobs)`` of well-formed top-k items; None = let the slow path name the bad item."""
+    try:
+        ids = [item["id"] for item in top]
+        lps = [item["logprob"] for item in top]
+    except (TypeError, KeyError):
+        return None
+    if {type(x) for x in ids} - {int} or {type(x) for x in lps} - {int, float}:
+        return None
+    id_arr = np.array(ids, dtype=np.int64)
+    lp_arr = np.array(lps, dtype=np.float64)
+    if (id_arr < 0).any() or (id_arr > 2**31 - 1).any() or np.isnan(lp_arr).any() or (lp_arr > 1e-3).any():
+        return None
+    return id_arr, lp_arr
+
+
 def parse_entry(raw: Any, what: str, field: str) -> Entry:
     if not isinstance(raw, Mapping):
         raise _fail(what, f"{field} is not an object (got {type(raw).__name__})")
@@ -73,6 +89,10 @@ def parse_entry(raw: Any, what: str, field: str) -> Entry:
     top = raw.get("top_logprobs")
     if not isinstance(top, list):
         raise _fail(what, f"{field}.top_logprobs is missing (was n_probs sent, and post_sampling_probs false?)")
+    fast = _top_fast(top)
+    if fast is not None:  # a whole-vocabulary answer has ~10^5 items: validate them vectorised
+        order = np.argsort(-fast[1], kind="stable")
+        return Entry(token_id, lp, tuple(fast[0][order].tolist()), tuple(fast[1][order].tolist()))
     ids: list[int] = []
     lps: list[float] = []
     for k, item in enumerate(top):

@@ -134,8 +134,8 @@ suites:
     checks: [golden]
     golden:
       top_k: 5
-      context_depths: [16]
-      decode_steps: 4
+      context_depths: [10]
+      decode_steps: 2
 """
 
 
@@ -156,3 +156,4 @@ def test_quantised_model_fails_golden_against_the_f32_baseline(
     golden = _checks(_result(out))["golden"]
     assert code == 1, golden
     assert golden["verdict"] == "fail"
+    assert "above the per-position limit" in str(golden["reasons"])
