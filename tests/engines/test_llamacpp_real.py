@@ -157,3 +157,16 @@ def test_quantised_model_fails_golden_against_the_f32_baseline(
     assert code == 1, golden
     assert golden["verdict"] == "fail"
     assert "above the per-position limit" in str(golden["reasons"])
+
+
+def test_host_memory_prompt_cache_is_found_by_the_flush_probe(llama: LlamaBuild, tmp_path: Path) -> None:
+    """Erasing works with --slot-save-path, but the default --cache-ram brings a flushed prompt back."""
+    (tmp_path / "slots").mkdir()
+    with llama_server(llama, llama.model(), tmp_path, f"{QUIET_ARGS} --slot-save-path {tmp_path}/slots") as url:
+        engine = LlamaCppEngine(url)
+        try:
+            reason = engine.cache_unsupported_reason()
+        finally:
+            engine.close()
+    assert reason is not None and "came back from llama-server's host-memory prompt cache" in reason
+    assert "--cache-ram 0" in reason
