@@ -23,7 +23,7 @@ vocab="$cache/ggml-vocab-llama-spm.gguf"
 mkdir -p "$cache"
 # One build at a time: scripts/test starts this in the background and a test may start it too.
 exec 9>"$cache/.lock"
-flock 9
+if command -v flock >/dev/null 2>&1; then flock 9; fi
 if [ -x "$binary" ] && [ -f "$vocab" ]; then
   echo "llama-server $version already built: $binary" >&2
   exit 0
