@@ -197,6 +197,7 @@ class LlamaCppEngine:
         temperature: float = 0.0,
         ignore_eos: bool = True,
         force: int | None = None,
+        seed: int | None = None,
     ) -> Completion:
         body: dict[str, Any] = {
             "prompt": list(prompt),
@@ -211,6 +212,8 @@ class LlamaCppEngine:
         }
         if force is not None:
             body["logit_bias"] = [[force, 1000.0]]
+        if seed is not None:  # sampled decodes (temperature > 0) are reproducible per request
+            body["seed"] = seed
         data = self.http.json_call("POST", "/completion", json=body, what=what)
         return parse_completion(data, what, prompt_tokens=len(prompt), n_predict=max(1, n), exact=ignore_eos)
 
@@ -264,6 +267,7 @@ class LlamaCppEngine:
                 n_probs=max(1, k),
                 temperature=r.temperature,
                 ignore_eos=r.ignore_eos,
+                seed=getattr(r, "sampling_seed", None),  # GenerateRequest.sampling_seed where the field exists
             )
             cached = got.cached_tokens
             out_ids = got.tokens[: r.max_new_tokens]
