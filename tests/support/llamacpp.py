@@ -60,7 +60,8 @@ def build() -> LlamaBuild:
         ["bash", str(script)], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, env=env, check=False
     )
     if done.returncode == 3:
-        pytest.skip(f"llama-server cannot be built here: {done.stderr.strip().splitlines()[-1]}")
+        why = (done.stderr.strip().splitlines() or ["exit 3"])[-1]
+        pytest.skip(f"llama-server cannot be built here: {why}")
     if done.returncode != 0:
         pytest.fail(f"scripts/build-llama-server.sh failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return LlamaBuild(CACHE / "llama-server", CACHE / "ggml-vocab-llama-spm.gguf")
