@@ -170,3 +170,11 @@ def test_host_memory_prompt_cache_is_found_by_the_flush_probe(llama: LlamaBuild,
             engine.close()
     assert reason is not None and "came back from llama-server's host-memory prompt cache" in reason
     assert "--cache-ram 0" in reason
+
+
+def test_default_kind_against_llama_server_names_the_right_kind(
+    clean_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["check", "--engine-url", clean_url, "--checks", "match", "--out", str(tmp_path), *SMALL])
+    assert code == 3
+    assert "not an SGLang server; for llama.cpp's llama-server use --engine-kind llamacpp" in capsys.readouterr().err
