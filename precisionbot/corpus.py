@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from precisionbot.capped import TooLarge, read_capped
-from precisionbot.errors import DataError
+from precisionbot.errors import DataError, EngineError
 
 Tokenize = Callable[[Sequence[str]], list[tuple[int, ...]]]
 MIN_CODE_CHARS = 4000
@@ -216,7 +216,11 @@ def _chars_per_token(
     chars = sum(len(t) for t in texts)
     toks = sum(len(c) for c in counts)
     if toks == 0:
-        raise DataError("the engine tokenised the corpus probe to no tokens")
+        # The same situation as a /tokenize answer without tokens: an engine problem (INCONCLUSIVE), not ours.
+        raise EngineError(
+            "the tokenizer gave no tokens for the corpus probe; check the engine's /tokenize (or engine.tokenizer), "
+            "or choose the engine kind that matches the server"
+        )
     return max(chars / toks, 0.5)
 
 

@@ -61,28 +61,39 @@ def _generate(
     return ctx.engine.generate(requests, progress=ctx.progress.advance)
 
 
-def replay(ctx: CheckContext, sequences: Sequence[tuple[int, ...]]) -> list[Generation]:
+def _per_position(ctx: CheckContext) -> bool:
+    """Engines without prompt logprobs (llama.cpp) score each replayed position with its own request."""
+    return bool(getattr(ctx.engine, "replay_per_position", False))
+
+
+def replay(
+    ctx: CheckContext, sequences: Sequence[tuple[int, ...]], prompt_lens: Sequence[int] | None = None
+) -> list[Generation]:
     """Pure prefills (``max_new_tokens=0``) with logprobs from position 0, after a flush (no cache).
 
     At the suite's temperature, as upstream; ``replay_batch_size`` replays in batches, each after a flush.
+    Given ``prompt_lens``, an engine that scores every position with its own request (llama.cpp) starts at
+    the last prompt token: only the decoded positions are compared.
     """
+    per_position = _per_position(ctx) and prompt_lens is not None
+    starts = [n - 1 if per_position else 0 for n in (prompt_lens or [1] * len(sequences))]
     requests = [
         GenerateRequest(
             seq,
             max_new_tokens=0,
             temperature=ctx.suite.temperature,
             ignore_eos=True,
-            logprob_start_len=0,
+            logprob_start_len=start,
             top_logprobs_num=REPLAY_TOP_K,
             return_text=True,
         )
-        for seq in sequences
+        for seq, start in zip(sequences, starts, strict=True)
     ]
     size = ctx.suite.replay_batch_size or max(1, len(requests))
     out: list[Generation] = []
-    for start in range(0, len(requests), size):
+    for first in range(0, len(requests), size):
         ctx.engine.flush_cache()
-        out.extend(ctx.engine.generate(requests[start : start + size], progress=ctx.progress.advance))
+        out.extend(ctx.engine.generate(requests[first : first + size], progress=ctx.progress.advance))
     return out
 
 
@@ -105,14 +116,16 @@ def align(
     Flips (the replay's top-1 differing from the token) only mean something for a greedy decode.
     """
     n = len(test.output_ids)
-    if len(replay.input_logprobs) != len(prompt) + n:
+    # From position 0 (len(prompt) + n entries) or, replayed per position, from the last prompt token (n + 1).
+    if len(replay.input_logprobs) not in (len(prompt) + n, n + 1):
         raise EngineError(
             f"replay of sample {sample}: {len(replay.input_logprobs)} input logprobs for {len(prompt)} + {n} tokens"
         )
-    lp_ref = replay.input_logprobs[len(prompt) :]
+    skip = len(replay.input_logprobs) - n
+    lp_ref = replay.input_logprobs[skip:]
     top1 = margin = None
     if replay.input_top is not None and greedy:
-        ids, lps = replay.input_top.ids[len(prompt) :], replay.input_top.logprobs[len(prompt) :]
+        ids, lps = replay.input_top.ids[skip:], replay.input_top.logprobs[skip:]
         top1 = ids[:, 0]
         margin = lps[:, 0] - lps[:, 1] if lps.shape[1] > 1 else None
     return AlignedSample(
@@ -122,7 +135,7 @@ def align(
         token_id=np.asarray(test.output_ids, dtype=np.int32),
         lp_ref=lp_ref,
         lp_test=test.output_logprobs,
-        token_text=tuple(replay.input_token_text[len(prompt) :]),
+        token_text=tuple(replay.input_token_text[skip:]),
         top1_ref=top1,
         margin_ref=margin,
         cached_tokens=test.cached_tokens,
@@ -138,17 +151,14 @@ def _compare_replayed(
     cache: CacheStats | None,
 ) -> CheckOutput:
     ctx.progress.phase(f"{name}: replay")
-    replays = replay(ctx, [tuple(p) + t.output_ids for p, t in zip(prompts, tests, strict=True)])
+    sequences = [tuple(p) + t.output_ids for p, t in zip(prompts, tests, strict=True)]
+    replays = replay(ctx, sequences, [len(p) for p in prompts])
     greedy = ctx.suite.temperature <= 0
     aligned = [align(i, p, t, r, greedy) for i, p, t, r in zip(indices, prompts, tests, replays, strict=True)]
-    return compare(
-        name,
-        aligned,
-        ctx.thresholds.for_check(name),
-        cache=cache,
-        notes=estimator_notes(ctx),
-        extra={"profile": ctx.profile},
-    )
+    extra: dict[str, object] = {"profile": ctx.profile}
+    if _per_position(ctx):
+        extra["replay"] = "per-position: one no-cache request per compared position (no prompt logprobs)"
+    return compare(name, aligned, ctx.thresholds.for_check(name), cache=cache, notes=estimator_notes(ctx), extra=extra)
 
 
 def check_match(ctx: CheckContext) -> CheckOutput:

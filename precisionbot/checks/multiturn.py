@@ -90,7 +90,8 @@ def converse(
 def _finish(ctx: CheckContext, name: str, conv: Conversation, rules: CacheRules | None) -> CheckOutput:
     """Replay the last turn without cache, compare, and fail on any violated expectation."""
     ctx.progress.phase(f"{name}: replay")
-    replays = replay(ctx, [p + g.output_ids for p, g in zip(conv.inputs, conv.gens, strict=True)])
+    sequences = [p + g.output_ids for p, g in zip(conv.inputs, conv.gens, strict=True)]
+    replays = replay(ctx, sequences, [len(p) for p in conv.inputs])
     greedy = ctx.suite.temperature <= 0
     aligned = [
         align(i, p, g, r, greedy) for i, (p, g, r) in enumerate(zip(conv.inputs, conv.gens, replays, strict=True))

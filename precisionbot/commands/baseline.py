@@ -25,7 +25,9 @@ def register(subparsers: Any) -> None:
     source.add_argument(
         "--engine", choices=("builtin", "launch"), help="builtin: in-process; launch: engine.launch from the config"
     )
-    rec.add_argument("--engine-kind", choices=("sglang", "openai", "builtin"), help="client for --engine-url")
+    rec.add_argument(
+        "--engine-kind", choices=("sglang", "openai", "builtin", "llamacpp"), help="client for --engine-url"
+    )
     rec.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
     rec.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")
     rec.add_argument("--store", metavar="URI", help="s3://bucket/prefix, file:///dir or a directory")

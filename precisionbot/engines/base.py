@@ -102,10 +102,10 @@ class ServerInfo:
 
 
 class Engine(Protocol):
-    """An engine under test. Implementations: ``SGLangEngine``, ``OpenAIEngine``, ``BuiltinEngine``."""
+    """An engine under test: ``SGLangEngine``, ``OpenAIEngine``, ``BuiltinEngine``, ``LlamaCppEngine``."""
 
     kind: str
-    """``sglang``, ``openai`` or ``builtin``."""
+    """``sglang``, ``openai``, ``builtin`` or ``llamacpp``."""
     url: str
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Generation]:

@@ -120,7 +120,11 @@ class Launcher:
                         f"log tail ({self.log_path}):\n{log_tail(self.log_path)}"
                     )
                 try:
-                    if client.get(f"{self.url}/health_generate").status_code == 200:
+                    status = client.get(f"{self.url}/health_generate").status_code
+                    # llama-server has no /health_generate; its /health answers 200 once the model is loaded.
+                    if status == 404:
+                        status = client.get(f"{self.url}/health").status_code
+                    if status == 200:
                         return
                 except httpx.HTTPError:
                     pass  # not listening yet

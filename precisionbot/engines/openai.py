@@ -37,6 +37,53 @@ def _token_id(token: Any, index: int, field: str) -> int:
     )
 
 
+LLAMA_HINT = (
+    " (llama-server drops the entry of a token that ends in an incomplete UTF-8 character: use engine kind "
+    "llamacpp there)"
+)
+
+
+def _content_shape(logprobs: Any) -> bool:
+    return isinstance(logprobs, Mapping) and isinstance(logprobs.get("content"), list)
+
+
+def output_logprobs(logprobs: Any, index: int) -> tuple[tuple[int, ...], np.ndarray[Any, Any]]:
+    """Generated token ids and logprobs from either shape of ``choices[0].logprobs``: the legacy
+    ``{tokens, token_logprobs}`` (vLLM; ids as ``token_id:N``) or ``{content: [{id, token, logprob, ...}]}``
+    (llama-server; an ``id`` field, else the token as ``token_id:N``)."""
+    where = f"engine answer to request {index}"
+    if not isinstance(logprobs, Mapping):
+        raise EngineError(
+            f"{where}: choices[0].logprobs is {type(logprobs).__name__}, expected an object with tokens and "
+            "token_logprobs (legacy) or content[] (was 'logprobs' ignored by the server?)"
+        )
+    if _content_shape(logprobs):
+        ids: list[int] = []
+        lps: list[float] = []
+        for k, entry in enumerate(logprobs["content"]):
+            if not isinstance(entry, Mapping):
+                raise EngineError(f"{where}: logprobs.content[{k}] is not an object")
+            tid = entry.get("id")
+            if isinstance(tid, bool) or not isinstance(tid, int) or tid < 0:
+                tid = _token_id(entry.get("token"), index, f"logprobs.content[{k}].token")
+            ids.append(tid)
+            lps.append(logprob(entry.get("logprob"), index, f"logprobs.content[{k}].logprob"))
+        return tuple(ids), np.array(lps, dtype=np.float64)
+    tokens, token_lps = logprobs.get("tokens"), logprobs.get("token_logprobs")
+    if not isinstance(tokens, list) or not isinstance(token_lps, list):
+        raise EngineError(
+            f"{where}: choices[0].logprobs has neither tokens + token_logprobs (legacy shape) nor content[] "
+            f"(found keys: {', '.join(sorted(map(str, logprobs))) or 'none'})"
+        )
+    if len(tokens) != len(token_lps):
+        raise EngineError(
+            f"{where}: logprobs.tokens ({len(tokens)}) and token_logprobs ({len(token_lps)}) disagree in length"
+        )
+    out_ids = tuple(_token_id(t, index, f"logprobs.tokens[{k}]") for k, t in enumerate(tokens))
+    out_lp = np.array([logprob(v, index, f"logprobs.token_logprobs[{k}]") for k, v in enumerate(token_lps)])
+    return out_ids, out_lp
+
+
 class OpenAIEngine:
     kind = "openai"
 
@@ -95,19 +142,18 @@ class OpenAIEngine:
         if r.logprob_start_len >= 0:
             body["prompt_logprobs"] = max(1, r.top_logprobs_num)
         data = self.http.json_call("POST", "/v1/completions", json=body, what=f"/v1/completions request {index}")
-        try:
-            choice = data["choices"][0]
-            logprobs = choice["logprobs"]
-            tokens, token_lps = logprobs["tokens"], logprobs["token_logprobs"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise EngineError(f"engine answer to request {index}: choices[0].logprobs is missing") from exc
+        choices = data.get("choices") if isinstance(data, Mapping) else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, Mapping):
+            raise EngineError(f"engine answer to request {index}: choices[0] is missing (got {str(data)[:80]!r})")
         n = r.max_new_tokens
-        if not isinstance(tokens, list) or not isinstance(token_lps, list) or len(tokens) != len(token_lps):
-            raise EngineError(f"engine answer to request {index}: logprobs.tokens and token_logprobs disagree")
-        if len(tokens) < n or (r.ignore_eos and n and len(tokens) != n):
-            raise EngineError(f"engine answer to request {index}: {len(tokens)} output tokens, expected {n}")
-        out_ids = tuple(_token_id(t, index, f"logprobs.tokens[{k}]") for k, t in enumerate(tokens[:n]))
-        out_lp = np.array([logprob(v, index, f"logprobs.token_logprobs[{k}]") for k, v in enumerate(token_lps[:n])])
+        out_ids, out_lp = output_logprobs(choice.get("logprobs"), index)
+        if len(out_ids) < n or (r.ignore_eos and n and len(out_ids) != n):
+            raise EngineError(
+                f"engine answer to request {index}: {len(out_ids)} output logprob entries, expected {n}"
+                + (LLAMA_HINT if _content_shape(choice.get("logprobs")) else "")
+            )
+        out_ids, out_lp = out_ids[:n], out_lp[:n]
         in_ids = np.empty(0, dtype=np.int32)
         in_lp = np.empty(0)
         if r.logprob_start_len >= 0:
@@ -132,9 +178,10 @@ class OpenAIEngine:
     def _prompt_logprobs(raw: Any, r: GenerateRequest, index: int) -> np.ndarray[Any, Any]:
         """vLLM: ``[None, {"<id>": {"logprob": x, ...}, ...}, ...]``, one entry per prompt token."""
         if not isinstance(raw, list) or len(raw) != len(r.input_ids):
+            found = f"{len(raw)} entries" if isinstance(raw, list) else ("none" if raw is None else type(raw).__name__)
             raise EngineError(
-                f"engine answer to request {index}: prompt_logprobs must have {len(r.input_ids)} entries "
-                "(is this vLLM with prompt_logprobs support?)"
+                f"engine answer to request {index}: prompt_logprobs must have {len(r.input_ids)} entries, found "
+                f"{found} (vLLM supports prompt_logprobs; llama-server ignores it: use engine kind llamacpp there)"
             )
         out = np.full(len(raw), np.nan)
         for pos in range(max(1, r.logprob_start_len), len(raw)):
@@ -163,17 +210,32 @@ class OpenAIEngine:
             return False
 
     def tokenize(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
+        """vLLM's ``{"model", "prompt"}``; llama-server answers that with no tokens, so a non-empty text that
+        comes back empty is asked again in llama-server's ``{"content", "add_special"}``."""
         model = self.model_name()
         out = []
         for i, text in enumerate(texts):
-            data = self.http.json_call(
-                "POST", "/tokenize", json={"model": model, "prompt": text}, what=f"/tokenize text {i}"
+            what = f"/tokenize text {i}"
+            tokens = self._tokens(
+                self.http.json_call("POST", "/tokenize", json={"model": model, "prompt": text}, what=what), what
             )
-            tokens = data.get("tokens") if isinstance(data, Mapping) else None
-            if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
-                raise EngineError(f"/tokenize answer {i} has no token list")
-            out.append(tuple(tokens))
+            if text and not tokens:
+                body = {"content": text, "add_special": True}
+                tokens = self._tokens(self.http.json_call("POST", "/tokenize", json=body, what=what), what)
+            if text and not tokens:
+                raise EngineError(
+                    f"{what}: /tokenize gave no tokens for a non-empty text, asked as vLLM's {{model, prompt}} and "
+                    "llama-server's {content}; set engine.tokenizer to a Hugging Face tokenizer"
+                )
+            out.append(tokens)
         return out
+
+    @staticmethod
+    def _tokens(data: Any, what: str) -> tuple[int, ...]:
+        tokens = data.get("tokens") if isinstance(data, Mapping) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise EngineError(f"{what}: /tokenize answered no token list (got {str(data)[:80]!r})")
+        return tuple(tokens)
 
     def cache_unsupported_reason(self) -> str | None:
         return CACHE_REASON

@@ -182,6 +182,11 @@ class SGLangEngine:
             response = self.http.request("GET", "/server_info", what="/server_info")
             if response.status_code == 404:
                 response = self.http.request("GET", "/get_server_info", what="/get_server_info")
+            if response.status_code == 404:
+                raise EngineError(
+                    "/server_info and /get_server_info answered HTTP 404: not an SGLang server; for llama.cpp's "
+                    "llama-server use --engine-kind llamacpp, for vLLM --engine-kind openai"
+                )
             if response.status_code != 200:
                 raise EngineError(f"/server_info answered HTTP {response.status_code}: {error_message(response)}")
             try:

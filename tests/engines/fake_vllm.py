@@ -68,7 +68,14 @@ def fake_vllm(mode: str = "ok") -> Iterator[str]:
             if self.path == "/v1/completions":
                 self._send(200, _completion(body, mode))
             elif self.path == "/tokenize":
-                self._send(200, {"tokens": [BOS] + [2 + (ord(c) % (VOCAB - 2)) for c in body["prompt"]]})
+                # llama_tokenize: llama-server answers vLLM's {model, prompt} with no tokens, reads {content}.
+                text = body.get("content" if mode == "llama_tokenize" else "prompt")
+                if mode == "no_token_list":
+                    self._send(200, {"result": "ok"})
+                elif text is None or mode == "empty_tokenize":
+                    self._send(200, {"tokens": []})
+                else:
+                    self._send(200, {"tokens": [BOS] + [2 + (ord(c) % (VOCAB - 2)) for c in text]})
             else:
                 self._send(404, {"detail": "Not Found"})
 

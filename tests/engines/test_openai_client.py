@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from precisionbot.checks import run_suite
+from precisionbot.cli import main
 from precisionbot.config import Config
 from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.openai import CACHE_REASON, OpenAIEngine
 from precisionbot.errors import EngineError
 from precisionbot.results import Verdict
-from tests.engines.fake_sglang import toy_logprobs
+from tests.engines.fake_sglang import BOS, VOCAB, toy_logprobs
 from tests.engines.fake_vllm import fake_vllm
 
 
@@ -56,3 +58,24 @@ def test_unsupported_answers_are_engine_errors(mode: str, message: str) -> None:
         with pytest.raises(EngineError, match=message):
             engine.generate([GenerateRequest((1, 2, 3, 4, 5), 2, logprob_start_len=0)])
         engine.close()
+
+
+def test_tokenize_falls_back_to_llama_server_request_shape() -> None:
+    with fake_vllm("llama_tokenize") as url:
+        engine = OpenAIEngine(url)
+        assert engine.tokenize(["ab"]) == [(BOS, 2 + ord("a") % (VOCAB - 2), 2 + ord("b") % (VOCAB - 2))]
+        engine.close()
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"), [("empty_tokenize", "gave no tokens for a non-empty text"), ("no_token_list", "no token list")]
+)
+def test_no_usable_tokenizer_is_inconclusive_exit_2_either_way(
+    mode: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same situation (the engine's tokenizer is not usable) gives the same exit code on every path."""
+    with fake_vllm(mode) as url:
+        argv = ["check", "--engine-url", url, "--engine-kind", "openai", "--checks", "match", "--samples", "2"]
+        code = main([*argv, "--prompt-tokens", "12", "--max-new-tokens", "2", "--quiet", "--out", str(tmp_path)])
+    assert code == 2
+    assert message in capsys.readouterr().err
