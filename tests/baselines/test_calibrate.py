@@ -13,7 +13,19 @@ from precisionbot.cli import main
 def test_calibrate_shows_where_golden_separates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "precision.yml"
     config.write_text("suites:\n  consistency:\n    golden: {context_depths: [256, 1024], decode_steps: 4}\n")
-    rc = main(["calibrate", "--faults", ",attn-p-fp8", "--checks", "golden", "--config", str(config)])
+    rc = main(
+        [
+            "calibrate",
+            "--faults",
+            ",attn-p-fp8",
+            "--checks",
+            "golden",
+            "--config",
+            str(config),
+            "--model-preset",
+            "tiny",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "| (clean) | - | pass (kl_max 0) |" in out
