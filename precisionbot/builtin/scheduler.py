@@ -199,10 +199,9 @@ class Scheduler:
         state = snap.restore(conv_shift=o.has_fault("conv-state-shift"))
         window = o.sliding_window_size
         if o.has_fault("swa-early-evict") and req.cached_tokens > window:
-            # The bug: the pool keeps only the pages wholly past the window of the first new token, minus one:
-            # the page holding the window's oldest key is evicted too, though still inside the window.
-            oldest = req.cached_tokens - window + 1
-            req.swa_evicted_before = (oldest // self.ps + 1) * self.ps
+            # The bug: the SWA pool frees restored pages by half the window (pages, not tokens, of a window
+            # counted twice), so the older half of what the first new tokens must see is gone.
+            req.swa_evicted_before = (req.cached_tokens - window // 2) // self.ps * self.ps
         return state
 
     def _page_slots(self, pages: list[int]) -> torch.Tensor:

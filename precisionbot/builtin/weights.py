@@ -56,11 +56,13 @@ CONSTANT = 2.0
 SINK_LOGIT = 3.0
 GDN_HEADS = 4
 GDN_HEAD_DIM = 16
-GDN_OUT_SCALE = 0.3
+GDN_OUT_SCALE = 1.0
 """Scale of the recurrent layer's output: it carries a slowly decaying summary of the whole context, so a
 stale or shifted restored state moves logits clearly while the bf16 chunk increment stays a small noise."""
-GDN_DECAY_BIAS = -3.0
-"""Decay logit bias: ``g = exp(-softplus(bias + ...))`` is about 0.95 per token, a memory of tens of tokens."""
+CONV_SCALE = 1.0
+"""Spread of the conv taps (the current token's tap gets 1 more)."""
+GDN_DECAY_BIAS = -4.5
+"""Decay logit bias: ``g = exp(-softplus(bias + ...))`` is about 0.99 per token, a memory of about a hundred tokens."""
 LOCAL_SINK_LOGIT = 12.0
 """Attention sinks (gpt-oss style) take most of the mass while the context is short, as in real models:
 without them the first positions attend to one or two keys with large P, where any P rounding shows in full."""
@@ -221,10 +223,10 @@ def _gdn(d: int, f: int, gen: torch.Generator) -> GdnWeights:
         return torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
 
     w_in = rand(d, width + 2 * h, scale=1.0 / d**0.5)
-    # The constant residual dimension is a bias: beta about 0.5, decay about 0.95 per token.
+    # The constant residual dimension is a bias: beta about 0.5, decay about 0.99 per token.
     w_in[:, width:] *= 0.3
     w_in[d - 1, width + h :] += GDN_DECAY_BIAS / CONSTANT
-    conv = rand(CONV_WIDTH, width, scale=0.5)
+    conv = rand(CONV_WIDTH, width, scale=CONV_SCALE)
     conv[-1] += 1.0  # the current token dominates its window, as a trained short conv does
     return GdnWeights(
         norm=torch.ones(d),
