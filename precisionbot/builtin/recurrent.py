@@ -18,7 +18,9 @@ Two kernels, as on a GPU (seed 003):
 * *chunkwise* (prefill, production numerics): chunks aligned to multiples of ``CHUNK``; inside a chunk the
   state is carried as ``S = M S0 + U`` (``M`` the accumulated transition, ``U`` the chunk's increment) and at
   the chunk's end ``S0 <- M S0 + bf16(U)``, the bf16 cast of the increment that FLA's chunk kernel makes.
-  Exact arithmetic gives the stepwise result; the cast gives the normal prefill/decode difference.
+  Exact arithmetic gives the stepwise result; the cast gives the normal prefill/decode difference. A chunk
+  cut by chunked prefill is continued, not closed, so a prompt's numbers never depend on its batch; decode
+  folds an unfinished chunk in before its first step.
 
 Faults: ``state-mantissa=N`` keeps N mantissa bits of S after every update (seed 003's sweep; prefill then
 runs stepwise so both paths truncate alike), ``state-bf16-decode`` stores S in bf16 after each decode step.
@@ -59,6 +61,17 @@ class RecurrentState:
     """Layer → the last ``CONV_STASH`` conv inputs, [CONV_STASH, 3 H D] (oldest first)."""
     checkpoints: dict[int, Snapshot] = field(default_factory=dict)
     """Tokens covered → a copy of the state after that many tokens (multiples of the track interval)."""
+    pending: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    """Layer → ``(M, U)`` of a chunk the chunkwise kernel has not finished (``ssm`` then holds its ``S0``): a
+    prefill split by the scheduler at any position continues the same chunk, so how a batch splits a prompt
+    never changes its numbers."""
+
+    def settle(self, layer: int) -> torch.Tensor:
+        """The state S with any unfinished chunk folded in (``M S0 + bf16(U)``, as at a chunk's end)."""
+        if layer in self.pending:
+            m, u = self.pending.pop(layer)
+            self.ssm[layer] = torch.matmul(m, self.ssm[layer]) + u.to(torch.bfloat16).float()
+        return self.ssm[layer]
 
     def snapshot(self) -> Snapshot:
         return Snapshot({k: v.clone() for k, v in self.ssm.items()}, {k: v.clone() for k, v in self.conv.items()})
@@ -135,14 +148,20 @@ def gdn(
     beta = torch.sigmoid(proj[:, width : width + n_heads])
     g = torch.exp(-torch.nn.functional.softplus(proj[:, width + n_heads :]))
     out = torch.empty(n, n_heads, hd, device=dev)
-    s = state.ssm[layer]
     chunkwise = numerics.chunkwise and numerics.mantissa is None
+    s = state.ssm[layer] if chunkwise else state.settle(layer)
     t = 0
     while t < n:
         pos = start + t
         stop = min(n, t + (CHUNK - pos % CHUNK if chunkwise else 1))
         if chunkwise:
-            s = _chunk(s, q[t:stop], k[t:stop], v[t:stop], beta[t:stop], g[t:stop], out[t:stop])
+            carried = state.pending.pop(layer, None)
+            m, u = carried if carried is not None else _fresh_chunk(s)
+            m, u = _chunk(s, m, u, q[t:stop], k[t:stop], v[t:stop], beta[t:stop], g[t:stop], out[t:stop])
+            if (start + stop) % CHUNK == 0:
+                s = torch.matmul(m, s) + u.to(torch.bfloat16).float()
+            else:
+                state.pending[layer] = (m, u)
         else:
             s, out[t] = _step(s, q[t], k[t], v[t], beta[t], g[t])
             s = _truncate(s, numerics.mantissa)
@@ -155,24 +174,36 @@ def gdn(
             state.conv[layer] = raw[t : t + CONV_STASH]
             if covered % track_interval == 0:
                 snap = state.checkpoints.setdefault(covered, Snapshot({}, {}))
-                snap.ssm[layer] = s.clone()
+                snap.ssm[layer] = _settled_copy(state, layer)
                 snap.conv[layer] = state.conv[layer].clone()
     return out.view(n, n_heads * hd)
 
 
+def _fresh_chunk(s0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    n_heads, hd, _ = s0.shape
+    return torch.eye(hd, device=s0.device).expand(n_heads, hd, hd).clone(), torch.zeros_like(s0)
+
+
+def _settled_copy(state: RecurrentState, layer: int) -> torch.Tensor:
+    s = state.ssm[layer]
+    if layer not in state.pending:
+        return s.clone()
+    m, u = state.pending[layer]
+    return torch.matmul(m, s) + u.to(torch.bfloat16).float()
+
+
 def _chunk(
     s0: torch.Tensor,
+    m: torch.Tensor,
+    u: torch.Tensor,
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     beta: torch.Tensor,
     g: torch.Tensor,
     out: torch.Tensor,
-) -> torch.Tensor:
-    """One chunk of the chunkwise kernel from state ``s0``; writes ``out``, returns ``M s0 + bf16(U)``."""
-    n_heads, hd, _ = s0.shape
-    m = torch.eye(hd, device=s0.device).expand(n_heads, hd, hd).clone()
-    u = torch.zeros_like(s0)
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens of one chunk from ``S = M s0 + U``; writes ``out``, returns the new ``(M, U)``."""
     for t in range(q.shape[0]):
         m = m * g[t][:, None, None]
         u = u * g[t][:, None, None]
@@ -183,4 +214,4 @@ def _chunk(
         u = u + k[t][:, :, None] * ((v[t] - ku) * beta[t][:, None])[:, None, :]
         qm = (m * q[t][:, :, None]).sum(1)
         out[t] = (qm[:, :, None] * s0).sum(1) + (u * q[t][:, :, None]).sum(1)
-    return torch.matmul(m, s0) + u.to(torch.bfloat16).float()
+    return m, u

@@ -71,10 +71,12 @@ def test_batch_composition_does_not_change_a_request(deterministic: bool) -> Non
     solo = _run(model, ids, 1024, [100] + [1] * (len(ids) - 100), decode_from=100)
     other = encode("import os\nprint(os.getcwd())\n" * 12)
     sa, sb = RecurrentState(), RecurrentState()
-    a = Segment(ids[:100], 0, a_slots, state=sa)
+    a0 = Segment(ids[:37], 0, a_slots, state=sa)  # the prompt cut by chunked prefill mid-chunk
+    model.forward([a0])
+    a = Segment(ids[37:100], 37, a_slots, state=sa)
     b = Segment(other[:200], 0, b_slots, state=sb)
     model.forward([a, b])  # a mixed prefill batch
-    rows = [a.out_logits]
+    rows = [a0.out_logits, a.out_logits]
     for pos in range(100, len(ids)):  # then decode a alone / together with b
         seg = Segment([ids[pos]], pos, a_slots, decode=True, state=sa)
         batch = (
