@@ -7,7 +7,7 @@ compositions) run the chosen checks (default: all of the three helpers, golden a
 it. The first table is each variant's verdicts and key numbers; then the false-alarm count over the runs that
 must pass; the last table, per threshold, the largest value among the variants that must pass, the smallest
 among those that must fail, and whether the threshold sits between them. Exit 1 when a bug is missed, a
-must-pass run fails or a threshold does not separate; 0 otherwise.
+must-pass run fails or a threshold does not separate (a must-pass value beyond it); 0 otherwise.
 """
 
 from __future__ import annotations
@@ -273,12 +273,19 @@ def _separation_rows(
         ]
         g = max((v for v in good if v is not None), default=None)
         b = min((v for v in bad if v is not None), default=None)
-        if limit is None or g is None or b is None:
+        if limit is None or g is None:
             verdict = "-"
+        elif g > limit:
+            verdict = "no"  # a run that must pass sits beyond the threshold: a false alarm waiting to happen
+        elif b is None:
+            verdict = "-"
+        elif b <= limit:
+            # The bugs below this number were caught by the check's other rules (tails, relative to match).
+            verdict = "by other rules"
         else:
-            verdict = "yes" if g <= limit < b else "no"
-            if verdict == "yes" and g > 0:
-                verdict += f" (×{limit / g:.3g} above good, ×{b / limit:.3g} below bad)" if limit > 0 else ""
+            verdict = "yes"
+            if g > 0 and limit > 0:
+                verdict += f" (×{limit / g:.3g} above good, ×{b / limit:.3g} below bad)"
         out.append((label, verdict, limit, g, b))
     return out
 
