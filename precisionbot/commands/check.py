@@ -124,8 +124,8 @@ def open_engine(config: Config, args: argparse.Namespace, model: ModelConfig | N
     mode = args.engine or ("url" if url else ("launch" if e.launch and e.kind != "builtin" else e.kind))
     if builtin_flags and mode != "builtin":
         raise ConfigError(
-            "--fault, --disable-radix-cache, --enable-deterministic-inference and --model-preset are for the "
-            "builtin engine; add --engine builtin"
+            "--fault and --disable-radix-cache are for the builtin engine (so are --enable-deterministic-inference "
+            "and --model-preset); add --engine builtin"
         )
     if mode == "builtin":
         from precisionbot.engines.builtin import BuiltinEngine
