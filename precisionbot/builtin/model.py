@@ -161,12 +161,7 @@ class Model:
     def window(self, layer: int, seg: Segment) -> Window:
         if self.kinds[layer] != "swa":
             return Window(None)
-        size = self.options.sliding_window_size
-        if self.short_decode_window and seg.decode and seg.generated >= size:
-            # The bug: decode keeps its own tokens in a ring of W slots whose wrap is off by one, so once
-            # generation passes W, decode sees W - 1 keys where prefill sees W.
-            size -= 1
-        return Window(size, seg.swa_evicted_before)
+        return Window(self.options.sliding_window_size, seg.swa_evicted_before)
 
     def attend(self, layer: int, seg: Segment, q: torch.Tensor) -> torch.Tensor:
         """Causal attention of ``seg``'s queries ``q`` ([n, H, D]) over the pool; returns [n, H*D]."""
@@ -180,6 +175,12 @@ class Model:
         vals = self.v_pool[layer].index_select(0, idx_dev).float()
         qh = q.permute(1, 0, 2).reshape(self.hkv, self.group, n, self.hd)
         window = self.window(layer, seg)
+        if window.size is not None and self.short_decode_window and seg.decode and seg.generated >= window.size:
+            # The bug: decode keeps the window in a ring of W - 1 slots (an off-by-one), which wraps once
+            # generation passes W: the previous token's slot still holds the key written W - 1 tokens before
+            # it, so decode has W - 1 right keys where prefill has W.
+            stale = start - window.size
+            keys[start - 1], vals[start - 1] = keys[stale], vals[stale]
         if self.production and seg.decode:
             out = attention.split_kv(qh, keys, vals, self.sinks[layer], start, window, self.p_fault)
         else:

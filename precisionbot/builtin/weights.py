@@ -10,6 +10,7 @@ distributions realistic. Same seed + same Python and torch versions give the sam
 
 from __future__ import annotations
 
+import dataclasses
 import pydoc_data.topics
 import sysconfig
 from dataclasses import dataclass
@@ -63,6 +64,11 @@ CONV_SCALE = 1.0
 """Spread of the conv taps (the current token's tap gets 1 more)."""
 GDN_DECAY_BIAS = -4.5
 """Decay logit bias: ``g = exp(-softplus(bias + ...))`` is about 0.99 per token, a memory of about a hundred tokens."""
+SWA_OUT_GAIN = 1.0
+SWA_LOCAL_SINK_LOGIT = 12.0
+"""The sliding-window layer's local head has a weak sink (the dense layer it copies has 12): in a hybrid model
+the few attention layers carry the exact recent recall the recurrent layers blur, so which recent keys the
+window holds matters."""
 LOCAL_SINK_LOGIT = 12.0
 """Attention sinks (gpt-oss style) take most of the mass while the context is short, as in real models:
 without them the first positions attend to one or two keys with large P, where any P rounding shows in full."""
@@ -207,12 +213,20 @@ def _build(options: EngineOptions) -> ModelWeights:
     attn = iter(layers)
     rgen = torch.Generator().manual_seed(options.seed * 1_000_003 + 29)
     ordered = [_gdn(d, f, rgen) if kind == "gdn" else next(attn) for kind in kinds]
+    ordered = [_swa(lw) if kind == "swa" else lw for kind, lw in zip(kinds, ordered, strict=True)]
     return ModelWeights(
         embed=embed.float(),
         layers=tuple(ordered),
         final_norm=torch.ones(d),
         unembed=unembed.float(),
     )
+
+
+def _swa(lw: LayerWeights | GdnWeights) -> LayerWeights:
+    assert isinstance(lw, LayerWeights)
+    sinks = lw.sinks.clone()
+    sinks[-1] = SWA_LOCAL_SINK_LOGIT
+    return dataclasses.replace(lw, wo=lw.wo * SWA_OUT_GAIN, sinks=sinks)
 
 
 def _gdn(d: int, f: int, gen: torch.Generator) -> GdnWeights:
