@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import json
 import math
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -152,6 +153,8 @@ def _run(args: argparse.Namespace) -> int:
                 run = run_suite(engine, config, run_suite_cfg, profile=profile, baseline_store=store.uri)
             finally:
                 engine.close()
+            verdicts = ", ".join(f"{c.name} {c.verdict.value}" for c in run.result.checks)
+            print(f"calibrate [{len(rows) + 1}/{len(runs)}] {label}: {verdicts}", file=sys.stderr, flush=True)
             rows.append(
                 {
                     "variant": label,
