@@ -118,6 +118,9 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--reruns must be >= 0 (got {args.reruns})")
     catalogue = [v for v in EXPECTED if flags["preset"] != "tiny" or v.split("=")[0] not in HYBRID_ONLY_FAULTS]
     variants = catalogue if args.faults is None else [v.strip() for v in args.faults.split(",")]
+    hybrid_only = [v for v in variants if v in EXPECTED and v not in catalogue]
+    if hybrid_only:
+        raise ConfigError(f"--faults: {', '.join(hybrid_only)} need the hybrid preset; drop --model-preset tiny")
     unknown = [v for v in variants if v not in EXPECTED]
     if unknown:
         raise ConfigError(
