@@ -14,7 +14,7 @@ from precisionbot.builtin.recurrent import RecurrentState
 from precisionbot.builtin.tokenizer import encode
 from precisionbot.builtin.weights import build_weights
 
-TEXT = "The quick brown fox jumps over the lazy dog; def f(x):\n    return x * 2  # twice\n" * 5
+TEXT = "The quick brown fox jumps over the lazy dog; def f(x):\n    return x * 2  # twice\n" * 3
 
 
 def _model(dtype: str = "bfloat16", preset: str = "hybrid", deterministic: bool = True) -> Model:
