@@ -22,8 +22,9 @@ Two kernels, as on a GPU (seed 003):
   cut by chunked prefill is continued, not closed, so a prompt's numbers never depend on its batch; decode
   folds an unfinished chunk in before its first step.
 
-Faults: ``state-mantissa=N`` keeps N mantissa bits of S after every update (seed 003's sweep; prefill then
-runs stepwise so both paths truncate alike), ``state-bf16-decode`` stores S in bf16 after each decode step.
+Faults: ``state-mantissa=N`` keeps N mantissa bits of S after every update (seed 003's sweep): after each
+step in the stepwise kernel, at each chunk's end in the chunkwise one; ``state-bf16-decode`` stores S in bf16
+after each decode step.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def gdn(
     beta = torch.sigmoid(proj[:, width : width + n_heads])
     g = torch.exp(-torch.nn.functional.softplus(proj[:, width + n_heads :]))
     out = torch.empty(n, n_heads, hd, device=dev)
-    chunkwise = numerics.chunkwise and numerics.mantissa is None
+    chunkwise = numerics.chunkwise
     s = state.ssm[layer] if chunkwise else state.settle(layer)
     t = 0
     while t < n:
@@ -159,7 +160,7 @@ def gdn(
             m, u = carried if carried is not None else _fresh_chunk(s)
             m, u = _chunk(s, m, u, q[t:stop], k[t:stop], v[t:stop], beta[t:stop], g[t:stop], out[t:stop])
             if (start + stop) % CHUNK == 0:
-                s = torch.matmul(m, s) + u.to(torch.bfloat16).float()
+                s = _truncate(torch.matmul(m, s) + u.to(torch.bfloat16).float(), numerics.mantissa)
             else:
                 state.pending[layer] = (m, u)
         else:
