@@ -127,9 +127,10 @@ class Model:
             cut = k // 2
             return self.round(self.round(x[:, :cut] @ w[:cut]) + self.round(x[:, cut:] @ w[cut:]))
         if self.production and bool(decode_rows.any()):
-            many = x @ w
             one = numerics.split_k(x, w)
-            return self.round(torch.where(decode_rows[:, None], one, many))
+            if bool(decode_rows.all()):
+                return self.round(one)
+            return self.round(torch.where(decode_rows[:, None], one, x @ w))
         return self.round(x @ w)
 
     def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -218,6 +219,8 @@ class Model:
             if seg.noise is not None:
                 noise_choice[offset : offset + n] = torch.randint(0, NOISE_CHOICES, (n,), generator=seg.noise)
             offset += n
+        if all(seg.decode for seg in segments):
+            decode_rows[:] = True  # padding rows too: a decode-only step needs no prefill GEMM at all
         dev = self.device
         tokens, pos, slots_dev = tokens.to(dev), pos.clamp(min=0).to(dev), slots.to(dev)
         decode_dev = decode_rows.to(dev)
