@@ -49,6 +49,14 @@ EXPECTED: Mapping[str, tuple[str, ...]] = {
 }
 """Variant → the checks that must catch it (CONTRACT's fault table); empty = must pass every check."""
 
+MAY_FAIL: Mapping[str, tuple[str, ...]] = {
+    "batch-variant": ("batch_invariance",),
+    "nondeterministic": ("batch_invariance",),
+}
+"""Checks a must-pass variant may fail without a false alarm: ``batch_invariance`` holds the deterministic
+tolerance (1e-5), and these two faults are, by definition, what that tolerance exists to see (CONTRACT: they
+pass the default thresholds and fail the deterministic profile)."""
+
 REPORTED = frozenset({"state-bf16-decode"})
 """Variants whose verdicts are measured and shown but neither must pass nor must fail (CONTRACT: a decode state
 kept in bf16 grows with decode steps; whether it crosses a threshold depends on the generation length)."""
@@ -161,6 +169,7 @@ def _run(args: argparse.Namespace) -> int:
             rows.append(
                 {
                     "variant": label,
+                    "fault": variant,
                     "must_fail": list(EXPECTED[variant]),
                     "reported": variant in REPORTED,
                     "checks": {
@@ -187,7 +196,8 @@ def assess(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds:
             continue
         if not r["must_fail"]:
             must_pass += 1
-            failed = [n for n, c in r["checks"].items() if c["verdict"] == "fail"]
+            allowed = MAY_FAIL.get(str(r.get("fault", "")), ())
+            failed = [n for n, c in r["checks"].items() if c["verdict"] == "fail" and n not in allowed]
             alarms += [f"{r['variant']}: {n}" for n in failed]
         for name in r["must_fail"]:
             c = r["checks"].get(name)
@@ -248,7 +258,12 @@ def render(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds:
             caught = c["verdict"] == "fail"
             # ✗ marks a miss (a check that must catch this variant did not) or a false alarm (a good variant
             # failed); a bad variant also caught by another check is fine.
-            ok = caught if name in r["must_fail"] else (not caught or bool(r["must_fail"]) or r.get("reported"))
+            allowed = name in MAY_FAIL.get(str(r.get("fault", "")), ())
+            ok = (
+                caught
+                if name in r["must_fail"]
+                else (not caught or bool(r["must_fail"]) or r.get("reported") or allowed)
+            )
             key = "kl_max" if name == "golden" else "mean_k3"
             cells.append(f"{c['verdict']}{'' if ok else ' ✗'} ({key} {_fmt(c['stats'].get(key))})")
         must = "(reported)" if r.get("reported") else (", ".join(r["must_fail"]) or "-")
