@@ -1,6 +1,6 @@
 """Builtin engine throughput: prefill and decode tokens per second through its real HTTP API.
 
-    .venv/bin/python benchmarks/bench_engine.py [--quick]
+    .venv/bin/python benchmarks/bench_engine.py [--quick] [--preset hybrid|tiny] [--enable-deterministic-inference]
 
 Prefill: batches of prompts with ``max_new_tokens=0`` after a cache flush (no reuse). Decode: the prompts are
 first put in the prefix cache, then generated greedily with ``ignore_eos``, so the timed call is almost all
@@ -51,9 +51,12 @@ def bench_decode(c: httpx.Client, n: int, context: int, new: int) -> tuple[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    parser.add_argument("--preset", default="hybrid", choices=("hybrid", "tiny"))
+    parser.add_argument("--enable-deterministic-inference", action="store_true")
     args = parser.parse_args()
     scale = 4 if args.quick else 1
-    with BuiltinServer(EngineOptions()) as server, httpx.Client(base_url=server.url, timeout=3600) as c:
+    options = EngineOptions(preset=args.preset, enable_deterministic_inference=args.enable_deterministic_inference)
+    with BuiltinServer(options) as server, httpx.Client(base_url=server.url, timeout=3600) as c:
         rows = [
             bench_prefill(c, 8, 2048 // scale),
             bench_prefill(c, 2, 4096 // scale),

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from precisionbot.builtin.recurrent import Snapshot
 
 
 class PageAllocator:
@@ -42,6 +46,9 @@ class Node:
     children: dict[tuple[int, ...], Node] = field(default_factory=dict)
     lock_ref: int = 0
     last_access: int = 0
+    mamba: Snapshot | None = None
+    """Hybrid models: the recurrent + conv state after this node's last token, when that is a checkpoint
+    (every ``mamba_track_interval`` tokens); a hit can only resume where a checkpoint is."""
 
 
 class RadixCache:

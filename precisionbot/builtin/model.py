@@ -1,17 +1,20 @@
-"""The transformer forward pass over a paged KV pool, batch- and path-invariant by construction.
+"""The forward pass over a paged KV pool: per-token tiles, then each layer's mixer (attention.py for full and
+sliding-window attention, recurrent.py for the gated-delta layer), then an MLP.
 
-Why invariant: a GEMM's or a reduction's rounding depends on its shape (gemv vs gemm, split-K, vector
-tails), so the clean engine never lets a shape depend on the batch:
+Why the deterministic engine is invariant (``--enable-deterministic-inference``): a GEMM's or a reduction's
+rounding depends on its shape (gemv vs gemm, split-K, vector tails), so no shape may depend on the batch:
 
 * every per-token op (norms, projections, RoPE, SwiGLU, the unembedding) runs on tiles of exactly ``TILE``
   rows, whatever mix of prefill chunks and decode requests those rows come from;
-* attention treats queries in aligned blocks of ``QBLOCK`` positions: the queries of block ``b`` meet keys
-  ``[0, (b + 1) * QBLOCK)`` (later ones masked to -inf) in one GEMM of a fixed shape. A decode step computes
-  the same block with one real row, so its numbers equal a prefill's (any chunking) bit for bit.
+* attention uses the blocked kernel (attention.py): a decode step computes the same query block as a
+  prefill, with one real row; the recurrent layer runs stepwise in float32 in both.
 
-The logprob of a token at a position is therefore the same from prefill, decode, any batch and any cache
-hit; SGLang's ``match`` k3 is exactly 0 for the clean engine. The faults (options.py) break exactly this
-in the place where the real bugs live.
+The logprob of a token at a position is then the same from prefill, decode, any batch and any cache hit;
+SGLang's ``match`` k3 is exactly 0. Without the flag (the default, *production numerics*), decode rows take
+the one-row GEMM tiling (numerics.py), split-KV attention and the stepwise recurrence while prefill takes the
+many-row tiling, blocked attention and the chunkwise recurrence with its bf16 increment: a clean ``match``
+k3 is small but not zero, as on a GPU. The kernel is chosen per row, never per batch size, so the engine stays
+batch-invariant. The faults (options.py) break exactly this in the place where the real bugs live.
 """
 
 from __future__ import annotations
@@ -20,19 +23,19 @@ from dataclasses import dataclass, field
 
 import torch
 
+from precisionbot.builtin import attention, numerics
+from precisionbot.builtin.attention import NULL_SLOT, QBLOCK, Window
 from precisionbot.builtin.options import EngineOptions
-from precisionbot.builtin.weights import ModelWeights
+from precisionbot.builtin.recurrent import GdnNumerics, GdnWeights, RecurrentState, gdn
+from precisionbot.builtin.weights import LayerWeights, ModelWeights
 
 TILE = 64
 """Rows per per-token tile."""
-QBLOCK = 16
-"""Query positions per attention block (keys are padded to a multiple of it)."""
-NULL_SLOT = 0
-"""A KV slot that is never allocated: it pads key blocks (always masked)."""
 RMS_EPS = 1e-6
-FP8_MAX = 448.0
 NOISE_CHOICES = 16
 """``nondeterministic``: each row draws one of this many reduction orders (choices 1-3 differ from clean)."""
+
+__all__ = ["NULL_SLOT", "QBLOCK", "TILE", "Model", "Segment"]
 
 
 @dataclass
@@ -48,6 +51,14 @@ class Segment:
     """Added to the RoPE positions (only the ``chunk-boundary`` fault sets it)."""
     noise: torch.Generator | None = None
     """Per-request generator of the ``nondeterministic`` fault."""
+    decode: bool = False
+    """A decode step (one token after the prompt): production numerics give it the decode kernels."""
+    state: RecurrentState | None = None
+    """The request's recurrent state (hybrid preset), updated in place."""
+    swa_evicted_before: int = 0
+    """Sliding-window keys below this position are gone (``swa-early-evict``)."""
+    generated: int = 0
+    """Tokens this request generated before this step (``swa-decode-window`` looks at it)."""
     out_logits: torch.Tensor | None = field(default=None)
     """Filled by ``forward``: float32 ``[len(tokens), V]`` logits (CPU)."""
 
@@ -61,6 +72,8 @@ class Model:
         self.act_dtype = torch.bfloat16 if options.dtype == "bfloat16" else torch.float32
         self.h, self.hkv, self.hd = options.n_heads, options.n_kv_heads, options.head_dim
         self.group = self.h // self.hkv
+        self.kinds = options.layer_kinds
+        self.production = not options.enable_deterministic_inference
 
         def put(t: torch.Tensor) -> torch.Tensor:
             # Weights hold activation-dtype values (stored in fp32: the GEMMs accumulate in fp32, like bf16 GPU
@@ -68,16 +81,26 @@ class Model:
             return t.to(self.act_dtype).to(device=device, dtype=torch.float32)
 
         self.embed = weights.embed.to(device)
-        self.layers = [
-            (put(lw.attn_norm), put(lw.wqkv), put(lw.wo), put(lw.mlp_norm), put(lw.w_gate_up), put(lw.w_down))
-            for lw in weights.layers
-        ]
-        self.sinks = [
-            lw.sinks.to(device=device, dtype=torch.float32).view(self.hkv, self.group, 1, 1) for lw in weights.layers
-        ]
+        self.layers: list[tuple[torch.Tensor, ...]] = []
+        self.gdn: dict[int, GdnWeights] = {}
+        self.sinks: dict[int, torch.Tensor] = {}
+        for i, lw in enumerate(weights.layers):
+            if isinstance(lw, GdnWeights):
+                self.gdn[i] = GdnWeights(
+                    put(lw.norm), put(lw.w_in), lw.conv.to(device), put(lw.w_out),
+                    put(lw.mlp_norm), put(lw.w_gate_up), put(lw.w_down),
+                )  # fmt: skip
+                g = self.gdn[i]
+                self.layers.append((g.norm, g.w_in, g.w_out, g.mlp_norm, g.w_gate_up, g.w_down))
+                continue
+            assert isinstance(lw, LayerWeights)
+            self.layers.append(
+                (put(lw.attn_norm), put(lw.wqkv), put(lw.wo), put(lw.mlp_norm), put(lw.w_gate_up), put(lw.w_down))
+            )
+            self.sinks[i] = lw.sinks.to(device=device, dtype=torch.float32).view(self.hkv, self.group, 1, 1)
         self.final_norm = put(weights.final_norm)
         self.unembed = put(weights.unembed)
-        shape = (options.n_layers, n_slots, self.hkv, self.hd)
+        shape = (len(self.kinds), n_slots, self.hkv, self.hd)
         self.k_pool = torch.zeros(shape, dtype=self.act_dtype, device=device)
         self.v_pool = torch.zeros(shape, dtype=self.act_dtype, device=device)
         half = self.hd // 2
@@ -86,23 +109,28 @@ class Model:
         # A table, not torch.cos per call: vectorised and scalar-tail paths of cos may round differently.
         self.cos = angles.cos().float().to(device)
         self.sin = angles.sin().float().to(device)
-        mask = torch.ones(QBLOCK, QBLOCK, dtype=torch.bool, device=device).triu(1)
-        self.block_mask = mask
         self.p_fault = next((f.name for f in options.faults if f.name.startswith("attn-p-")), None)
         self.mantissa = options.fault_value("mantissa")
         self.batch_variant = options.has_fault("batch-variant")
+        self.short_decode_window = options.has_fault("swa-decode-window")
 
     def round(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(self.act_dtype).float() if self.act_dtype != torch.float32 else t
 
     # ---- per-token tiles -------------------------------------------------------------------------------
-    def linear(self, x: torch.Tensor, w: torch.Tensor, batch_rows: int) -> torch.Tensor:
+    def linear(self, x: torch.Tensor, w: torch.Tensor, batch_rows: int, decode_rows: torch.Tensor) -> torch.Tensor:
+        """``x @ w`` rounded; ``decode_rows`` ([TILE] bool) marks rows that take the decode GEMM tiling."""
         if self.batch_variant and batch_rows <= TILE:
             # The bug: a small batch takes a split-K path (partials rounded to the activation dtype) that a
             # large one does not, so decode (few rows) and prefill (many rows) round differently.
             k = x.shape[1]
             cut = k // 2
             return self.round(self.round(x[:, :cut] @ w[:cut]) + self.round(x[:, cut:] @ w[cut:]))
+        if self.production and bool(decode_rows.any()):
+            one = numerics.split_k(x, w)
+            if bool(decode_rows.all()):
+                return self.round(one)
+            return self.round(torch.where(decode_rows[:, None], one, x @ w))
         return self.round(x @ w)
 
     def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -130,7 +158,12 @@ class Model:
         alt = self.round(self.round(a[:, :cut] @ w[:cut]) + self.round(a[:, cut:] @ w[cut:]))
         return torch.where((choice == 3)[:, None], alt, out)
 
-    # ---- attention ---------------------------------------------------------------------------------------
+    # ---- mixers ------------------------------------------------------------------------------------------
+    def window(self, layer: int, seg: Segment) -> Window:
+        if self.kinds[layer] != "swa":
+            return Window(None)
+        return Window(self.options.sliding_window_size, seg.swa_evicted_before)
+
     def attend(self, layer: int, seg: Segment, q: torch.Tensor) -> torch.Tensor:
         """Causal attention of ``seg``'s queries ``q`` ([n, H, D]) over the pool; returns [n, H*D]."""
         n, start = len(seg.tokens), seg.start
@@ -142,35 +175,28 @@ class Model:
         keys = self.k_pool[layer].index_select(0, idx_dev).float()  # [padded, Hkv, D]
         vals = self.v_pool[layer].index_select(0, idx_dev).float()
         qh = q.permute(1, 0, 2).reshape(self.hkv, self.group, n, self.hd)
-        out = torch.empty(self.hkv, self.group, n, self.hd, device=self.device)
-        scale = self.hd**-0.5
-        for block in range(start // QBLOCK, (end - 1) // QBLOCK + 1):
-            base = block * QBLOCK
-            r0, r1 = max(start - base, 0), min(end - base, QBLOCK)
-            width = base + QBLOCK
-            qb = torch.zeros(self.hkv, self.group, QBLOCK, self.hd, device=self.device)
-            qb[:, :, r0:r1] = qh[:, :, base + r0 - start : base + r1 - start]
-            scores = torch.matmul(qb.view(self.hkv, self.group * QBLOCK, self.hd), keys[:width].permute(1, 2, 0))
-            scores = (scores * scale).view(self.hkv, self.group, QBLOCK, width)
-            scores[..., base:].masked_fill_(self.block_mask, float("-inf"))
-            probs = torch.zeros_like(scores)
-            real = scores[:, :, r0:r1]
-            sink = self.sinks[layer].expand(self.hkv, self.group, r1 - r0, 1)
-            probs[:, :, r0:r1] = self.p_transform(torch.softmax(torch.cat([real, sink], dim=-1), dim=-1)[..., :width])
-            ob = torch.matmul(probs.view(self.hkv, self.group * QBLOCK, width), vals[:width].permute(1, 0, 2))
-            out[:, :, base + r0 - start : base + r1 - start] = ob.view(self.hkv, self.group, QBLOCK, self.hd)[
-                :, :, r0:r1
-            ]
+        window = self.window(layer, seg)
+        if window.size is not None and self.short_decode_window and seg.decode and seg.generated >= window.size:
+            # The bug: decode keeps the window in a ring of W - 1 slots (an off-by-one), which wraps once
+            # generation passes W: the previous token's slot still holds the key written W - 1 tokens before
+            # it, so decode has W - 1 right keys where prefill has W.
+            stale = start - window.size
+            keys[start - 1], vals[start - 1] = keys[stale], vals[stale]
+        if self.production and seg.decode:
+            out = attention.split_kv(qh, keys, vals, self.sinks[layer], start, window, self.p_fault)
+        else:
+            out = attention.blocked(qh, keys, vals, self.sinks[layer], start, window, self.p_fault)
         return out.reshape(self.h, n, self.hd).permute(1, 0, 2).reshape(n, self.h * self.hd)
 
-    def p_transform(self, p: torch.Tensor) -> torch.Tensor:
-        if self.p_fault == "attn-p-fp8":
-            return p.to(torch.float8_e4m3fn).float()
-        if self.p_fault == "attn-p-fp8-scaled":
-            return (p * FP8_MAX).to(torch.float8_e4m3fn).float() / FP8_MAX
-        if self.p_fault == "attn-p-bf16":
-            return p.to(torch.bfloat16).float()
-        return p
+    def recur(self, layer: int, seg: Segment, proj: torch.Tensor) -> torch.Tensor:
+        o = self.options
+        assert seg.state is not None, "a hybrid model's segments carry their request's recurrent state"
+        mode = GdnNumerics(
+            chunkwise=self.production and not seg.decode,
+            mantissa=o.fault_value("state-mantissa"),
+            bf16_state=seg.decode and o.has_fault("state-bf16-decode"),
+        )
+        return gdn(self.gdn[layer], proj, seg.state, layer, seg.start, mode, o.mamba_track_interval)
 
     # ---- the forward ---------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -182,57 +208,76 @@ class Model:
         pos = torch.zeros(padded, dtype=torch.int64)
         slots = torch.full((rows,), NULL_SLOT, dtype=torch.int64)
         noise_choice = torch.zeros(padded, dtype=torch.int64)
+        decode_rows = torch.zeros(padded, dtype=torch.bool)
         offset = 0
         for seg in segments:
             n = len(seg.tokens)
             tokens[offset : offset + n] = torch.tensor(seg.tokens, dtype=torch.int64)
             pos[offset : offset + n] = torch.arange(seg.start, seg.start + n) + seg.rope_offset
             slots[offset : offset + n] = seg.slots[seg.start : seg.start + n]
+            decode_rows[offset : offset + n] = seg.decode
             if seg.noise is not None:
                 noise_choice[offset : offset + n] = torch.randint(0, NOISE_CHOICES, (n,), generator=seg.noise)
             offset += n
+        if all(seg.decode for seg in segments):
+            decode_rows[:] = True  # padding rows too: a decode-only step needs no prefill GEMM at all
         dev = self.device
         tokens, pos, slots_dev = tokens.to(dev), pos.clamp(min=0).to(dev), slots.to(dev)
+        decode_dev = decode_rows.to(dev)
         noisy = bool(noise_choice.any())
         noise_dev = noise_choice.to(dev)
         x = self.embed.index_select(0, tokens)  # [padded, d] fp32 residual stream
         tiles = range(0, padded, TILE)
-        qkv_sizes = [self.h * self.hd, self.hkv * self.hd, self.hkv * self.hd]
-        for layer, (attn_norm, wqkv, wo, mlp_norm, w_gu, w_down) in enumerate(self.layers):
-            qs, attn_in = [], []
-            for t0 in tiles:
-                sl = slice(t0, t0 + TILE)
-                q, k, v = torch.split(self.linear(self.rms(x[sl], attn_norm), wqkv, rows), qkv_sizes, dim=1)
-                qs.append(self.rope(q.reshape(TILE, self.h, self.hd), pos[sl]))
-                k = self.rope(k.reshape(TILE, self.hkv, self.hd), pos[sl])
-                real = slice(0, max(0, min(TILE, rows - t0)))
-                self.k_pool[layer].index_copy_(0, slots_dev[t0 : t0 + TILE][real], k[real].to(self.act_dtype))
-                v = v.reshape(TILE, self.hkv, self.hd)[real].to(self.act_dtype)
-                self.v_pool[layer].index_copy_(0, slots_dev[t0 : t0 + TILE][real], v)
-            q_all = torch.cat(qs)
-            offset = 0
-            for seg in segments:
-                n = len(seg.tokens)
-                attn_in.append(self.attend(layer, seg, q_all[offset : offset + n]))
-                offset += n
-            attn = torch.zeros(padded, self.h * self.hd, device=dev)
-            attn[:rows] = torch.cat(attn_in)
+        for layer, (norm, w_in, wo, mlp_norm, w_gu, w_down) in enumerate(self.layers):
+            if self.kinds[layer] == "gdn":
+                proj = torch.cat(
+                    [self.linear(self.rms(x[t : t + TILE], norm), w_in, rows, decode_dev[t : t + TILE]) for t in tiles]
+                )
+                mixed = [self.recur(layer, seg, proj[a : a + len(seg.tokens)]) for seg, a in _spans(segments)]
+            else:
+                q_all = self._qkv(layer, x, norm, w_in, pos, slots_dev, rows, decode_dev)
+                mixed = [self.attend(layer, seg, q_all[a : a + len(seg.tokens)]) for seg, a in _spans(segments)]
+            mix = torch.zeros(padded, mixed[0].shape[1], device=dev)
+            mix[:rows] = torch.cat(mixed)
             new_x = []
             for t0 in tiles:
                 sl = slice(t0, t0 + TILE)
-                a = self.round(attn[sl])
-                o = self.noisy_wo(a, wo, noise_dev[sl]) if noisy else self.linear(a, wo, rows)
+                a = self.round(mix[sl])
+                o = self.noisy_wo(a, wo, noise_dev[sl]) if noisy else self.linear(a, wo, rows, decode_dev[sl])
                 xt = x[sl] + o
-                gate, up = self.linear(self.rms(xt, mlp_norm), w_gu, rows).chunk(2, dim=1)
-                xt = xt + self.linear(self.round(torch.nn.functional.silu(gate) * up), w_down, rows)
+                gate, up = self.linear(self.rms(xt, mlp_norm), w_gu, rows, decode_dev[sl]).chunk(2, dim=1)
+                xt = xt + self.linear(self.round(torch.nn.functional.silu(gate) * up), w_down, rows, decode_dev[sl])
                 new_x.append(self.truncate(xt))
             x = torch.cat(new_x)
         logits = torch.cat([self.rms(x[t0 : t0 + TILE], self.final_norm) @ self.unembed for t0 in tiles])
         logits = logits[:rows].cpu()
-        offset = 0
-        for seg in segments:
-            seg.out_logits = logits[offset : offset + len(seg.tokens)]
-            offset += len(seg.tokens)
+        for seg, first in _spans(segments):
+            seg.out_logits = logits[first : first + len(seg.tokens)]
+
+    def _qkv(
+        self,
+        layer: int,
+        x: torch.Tensor,
+        norm: torch.Tensor,
+        wqkv: torch.Tensor,
+        pos: torch.Tensor,
+        slots_dev: torch.Tensor,
+        rows: int,
+        decode_dev: torch.Tensor,
+    ) -> torch.Tensor:
+        """Queries of every row ([padded, H, D]); writes the rows' keys and values into the pool."""
+        qs = []
+        qkv_sizes = [self.h * self.hd, self.hkv * self.hd, self.hkv * self.hd]
+        for t0 in range(0, x.shape[0], TILE):
+            sl = slice(t0, t0 + TILE)
+            q, k, v = torch.split(self.linear(self.rms(x[sl], norm), wqkv, rows, decode_dev[sl]), qkv_sizes, dim=1)
+            qs.append(self.rope(q.reshape(TILE, self.h, self.hd), pos[sl]))
+            k = self.rope(k.reshape(TILE, self.hkv, self.hd), pos[sl])
+            real = slice(0, max(0, min(TILE, rows - t0)))
+            self.k_pool[layer].index_copy_(0, slots_dev[t0 : t0 + TILE][real], k[real].to(self.act_dtype))
+            v = v.reshape(TILE, self.hkv, self.hd)[real].to(self.act_dtype)
+            self.v_pool[layer].index_copy_(0, slots_dev[t0 : t0 + TILE][real], v)
+        return torch.cat(qs)
 
     def truncate(self, x: torch.Tensor) -> torch.Tensor:
         """The ``mantissa=N`` fault: keep N mantissa bits of the fp32 hidden state (round toward zero)."""
@@ -240,3 +285,12 @@ class Model:
             return x
         mask = -(1 << (23 - self.mantissa))  # ones above the dropped low bits, as a signed int32
         return (x.view(torch.int32) & mask).view(torch.float32)
+
+
+def _spans(segments: list[Segment]) -> list[tuple[Segment, int]]:
+    """Each segment with the offset of its first row."""
+    out, offset = [], 0
+    for seg in segments:
+        out.append((seg, offset))
+        offset += len(seg.tokens)
+    return out

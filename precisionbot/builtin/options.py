@@ -21,10 +21,34 @@ FAULT_NAMES: tuple[str, ...] = (
     "chunk-boundary",
     "batch-variant",
     "nondeterministic",
+    "mamba-stale-checkpoint",
+    "conv-state-shift",
+    "swa-early-evict",
+    "swa-decode-window",
+    "state-mantissa",
+    "state-bf16-decode",
 )
-"""Every fault name, in CONTRACT's table order. Only ``mantissa`` takes a value (``mantissa=N``)."""
+"""Every fault name, in CONTRACT's table order. ``mantissa`` and ``state-mantissa`` take a value (``=N``)."""
 
-_VALUED = {"mantissa": (1, 23)}
+HYBRID_ONLY_FAULTS = (
+    "mamba-stale-checkpoint",
+    "conv-state-shift",
+    "swa-early-evict",
+    "swa-decode-window",
+    "state-mantissa",
+    "state-bf16-decode",
+)
+"""Faults of the recurrent and sliding-window layers: the ``tiny`` preset has neither, so it refuses them."""
+
+PRESETS: dict[str, tuple[str, ...]] = {
+    "hybrid": ("full", "gdn", "swa"),
+    "tiny": ("full", "full"),
+}
+"""Layer kinds per model preset. ``hybrid`` (the default) mixes full attention, a gated-delta recurrent layer
+and sliding-window attention, like Qwen3-Next / Kimi-Linear style hybrids; ``tiny`` is the two dense
+layers the fast unit tests use where the hybrid layers are not the point."""
+
+_VALUED = {"mantissa": (1, 23), "state-mantissa": (1, 23)}
 """Faults that need ``=VALUE``, with the inclusive integer range of the value."""
 
 DTYPES = ("bfloat16", "float32")
@@ -49,7 +73,9 @@ def parse_fault(spec: str) -> Fault:
     name, sep, raw = spec.strip().partition("=")
     name = name.strip()
     if name not in FAULT_NAMES:
-        raise ConfigError(f"unknown fault {spec!r}; valid faults: {', '.join(FAULT_NAMES)} (mantissa takes =N)")
+        raise ConfigError(
+            f"unknown fault {spec!r}; valid faults: {', '.join(FAULT_NAMES)} (mantissa and state-mantissa take =N)"
+        )
     bounds = _VALUED.get(name)
     if bounds is None:
         if sep:
@@ -71,6 +97,16 @@ def parse_fault(spec: str) -> Fault:
 class EngineOptions:
     """Launch arguments of the builtin engine. Every field has a default: ``EngineOptions()`` is the clean engine."""
 
+    preset: str = "hybrid"
+    """Model preset (``PRESETS``): ``hybrid`` (default) or ``tiny`` (two dense layers, for fast unit tests)."""
+    enable_deterministic_inference: bool = False
+    """SGLang's flag: every path bit-identical (prefill = decode = any batch). Off (the default), prefill and
+    decode take different kernels as on a GPU (numerics_production.py), so a clean ``match`` k3 is small but
+    not zero."""
+    sliding_window_size: int = 256
+    """Keys a sliding-window layer sees (the query's own position included)."""
+    mamba_track_interval: int = 64
+    """Tokens between recurrent-state checkpoints kept with the prefix cache (SGLang's name and default)."""
     seed: int = 0
     """Seeds the weights (with the corpus statistics) and, unless a request brings its own, sampling."""
     page_size: int = 16
@@ -116,9 +152,33 @@ class EngineOptions:
             raise ConfigError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
         if self.head_dim % 2 or self.n_layers < 1 or self.max_running_requests < 1:
             raise ConfigError("head_dim must be even, n_layers and max_running_requests >= 1")
+        if self.preset not in PRESETS:
+            raise ConfigError(f"preset must be one of {', '.join(PRESETS)} (got {self.preset!r})")
+        if self.sliding_window_size < 2 or self.mamba_track_interval < 1:
+            raise ConfigError("sliding_window_size must be >= 2 and mamba_track_interval >= 1")
+        if self.mamba_track_interval % self.page_size:
+            raise ConfigError(
+                f"mamba_track_interval ({self.mamba_track_interval}) must be a multiple of page_size "
+                f"({self.page_size}): checkpoints live on page boundaries of the prefix cache"
+            )
         names = [f.name for f in self.faults]
+        misplaced = [n for n in names if n in HYBRID_ONLY_FAULTS and self.preset == "tiny"]
+        if misplaced:
+            raise ConfigError(
+                f"fault(s) {', '.join(misplaced)} need the hybrid preset's recurrent/sliding-window layers; "
+                "drop --model-preset tiny"
+            )
         if len(set(names)) != len(names):
             raise ConfigError(f"a fault is given twice: {', '.join(f.spec() for f in self.faults)}")
+
+    @property
+    def layer_kinds(self) -> tuple[str, ...]:
+        """``full``, ``swa`` or ``gdn`` per layer (``tiny`` has ``n_layers`` full-attention layers)."""
+        return ("full",) * self.n_layers if self.preset == "tiny" else PRESETS[self.preset]
+
+    @property
+    def is_hybrid(self) -> bool:
+        return "gdn" in self.layer_kinds
 
     def has_fault(self, name: str) -> bool:
         return any(f.name == name for f in self.faults)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from precisionbot.builtin.kvcache import Node
+from precisionbot.builtin.recurrent import RecurrentState
 
 LogprobEntry = tuple[float | None, int]
 """(logprob, token id); api.py adds the text."""
@@ -56,6 +57,10 @@ class Request:
     """Positions whose KV is in the pool."""
     first_computed: int = 0
     """The first position this request computed itself (after the cache hit)."""
+    rstate: RecurrentState | None = None
+    """Hybrid models: the recurrent and conv state after ``computed`` tokens, and its checkpoints."""
+    swa_evicted_before: int = 0
+    """Sliding-window keys of the restored prefix below this position are gone (``swa-early-evict``)."""
     input_logprobs: list[LogprobEntry] = field(default_factory=list)
     input_top: list[list[LogprobEntry] | None] = field(default_factory=list)
     input_ids_lp: list[list[LogprobEntry] | None] = field(default_factory=list)

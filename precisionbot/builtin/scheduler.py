@@ -17,6 +17,7 @@ import torch
 from precisionbot.builtin.kvcache import Node, PageAllocator, RadixCache
 from precisionbot.builtin.model import Model, Segment
 from precisionbot.builtin.options import EngineOptions
+from precisionbot.builtin.recurrent import RecurrentState
 from precisionbot.builtin.request import Request
 from precisionbot.builtin.sampling import record_input_logprobs, sample_next
 
@@ -129,6 +130,10 @@ class Scheduler:
             if not self.options.disable_radix_cache:
                 cap = min(n_in - 1, req.logprob.logprob_start_len) if req.logprob.return_logprob else n_in - 1
                 path = self.cache.match(req.input_ids, cap)
+                if self.options.is_hybrid:
+                    # SGLang's mamba radix cache: a hit resumes at the last checkpoint at or below the match.
+                    while path and path[-1].mamba is None:
+                        path.pop()
             self.cache.lock(path)
             total_pages = -(-(n_in + req.sampling.max_new_tokens) // self.ps)
             fresh = total_pages - len(path)
@@ -146,6 +151,8 @@ class Scheduler:
             self.waiting.popleft()
             req.cached_tokens = len(path) * self.ps
             req.pages = self._restore(path, self.allocator.alloc(fresh), req)
+            if self.options.is_hybrid:
+                req.rstate = self._restore_state(path, req)
             req.computed = req.first_computed = req.cached_tokens
             pages = torch.tensor(req.pages, dtype=torch.int64)
             req.slots = (pages[:, None] * self.ps + torch.arange(self.ps)).flatten()
@@ -177,6 +184,26 @@ class Scheduler:
             return cached[:-1] + fresh
         return cached + fresh
 
+    def _restore_state(self, path: list[Node], req: Request) -> RecurrentState:
+        """The recurrent state a hybrid request starts from: the checkpoint at the end of its hit, or zeros."""
+        o = self.options
+        if not path or req.cached_tokens == 0:
+            return RecurrentState()  # also restore-layer0-only: "the rest is zero" includes the state
+        snap = path[-1].mamba
+        if o.has_fault("mamba-stale-checkpoint"):
+            # The bug: the previous checkpoint's state is restored, but the hit still reports the later length.
+            snap = next((n.mamba for n in reversed(path[:-1]) if n.mamba is not None), None)
+            if snap is None:
+                return RecurrentState()
+        assert snap is not None
+        state = snap.restore(conv_shift=o.has_fault("conv-state-shift"))
+        window = o.sliding_window_size
+        if o.has_fault("swa-early-evict") and req.cached_tokens > window:
+            # The bug: the SWA pool frees restored pages by half the window (pages, not tokens, of a window
+            # counted twice), so the older half of what the first new tokens must see is gone.
+            req.swa_evicted_before = (req.cached_tokens - window // 2) // self.ps * self.ps
+        return state
+
     def _page_slots(self, pages: list[int]) -> torch.Tensor:
         p = torch.tensor(pages, dtype=torch.int64)
         return (p[:, None] * self.ps + torch.arange(self.ps)).flatten().to(self.model.device)
@@ -193,7 +220,15 @@ class Scheduler:
             assert req.slots is not None
             offset = -1 if chunk_fault and req.computed > req.first_computed else 0
             segments.append(
-                Segment(req.input_ids[req.computed : req.computed + n], req.computed, req.slots, offset, req.noise)
+                Segment(
+                    req.input_ids[req.computed : req.computed + n],
+                    req.computed,
+                    req.slots,
+                    offset,
+                    req.noise,
+                    state=req.rstate,
+                    swa_evicted_before=req.swa_evicted_before,
+                )
             )
             owners.append(req)
             budget -= n
@@ -221,7 +256,19 @@ class Scheduler:
         for req in batch:
             assert req.slots is not None
             pos = len(req.input_ids) + len(req.output_ids) - 1
-            segments.append(Segment([req.output_ids[-1]], pos, req.slots, 0, req.noise))
+            segments.append(
+                Segment(
+                    [req.output_ids[-1]],
+                    pos,
+                    req.slots,
+                    0,
+                    req.noise,
+                    decode=True,
+                    state=req.rstate,
+                    swa_evicted_before=req.swa_evicted_before,
+                    generated=len(req.output_ids),
+                )
+            )
         self.model.forward(segments)
         self.stats["decode_steps"] += 1
         self.stats["max_decode_batch"] = max(self.stats["max_decode_batch"], len(segments))
@@ -255,6 +302,12 @@ class Scheduler:
             if self.options.has_fault("cache-decode-kv-rounded"):
                 self._round_decode_kv(req, adopted)
             self.allocator.free(duplicates)
+            if req.rstate is not None and req.rstate.checkpoints:
+                nodes = self.cache.match(req.seq, keep * self.ps)
+                for covered, snap in req.rstate.checkpoints.items():
+                    index = covered // self.ps - 1
+                    if 0 <= index < len(nodes) and nodes[index].mamba is None:
+                        nodes[index].mamba = snap
         cached = {node.page for node in req.prefix_path}
         self.allocator.free([p for p in pages[keep:] if p not in cached])
         self.cache.unlock(req.prefix_path)

@@ -50,7 +50,8 @@ class Engine:
     def server_info(self) -> dict[str, Any]:
         o = self.options
         model_config = {
-            "vocab_size": VOCAB_SIZE, "d_model": o.d_model, "n_layers": o.n_layers, "n_heads": o.n_heads,
+            "vocab_size": VOCAB_SIZE, "d_model": o.d_model, "n_layers": len(o.layer_kinds),
+            "layer_types": list(o.layer_kinds), "n_heads": o.n_heads,
             "n_kv_heads": o.n_kv_heads, "head_dim": o.head_dim, "mlp_hidden": o.mlp_hidden,
             "bos_token_id": BOS_ID, "eos_token_id": EOS_ID,
         }  # fmt: skip
@@ -70,9 +71,12 @@ class Engine:
             "context_length": o.max_context_tokens,
             "max_total_num_tokens": o.kv_pool_tokens,
             "attention_backend": "builtin",
-            "enable_deterministic_inference": not any(
-                f.name in ("nondeterministic", "batch-variant") for f in o.faults
-            ),
+            # SGLang's meaning: the server was started with the flag. The batch-variant and nondeterministic
+            # faults break what the flag promises, so a server with them does not claim it.
+            "enable_deterministic_inference": o.enable_deterministic_inference
+            and not any(f.name in ("nondeterministic", "batch-variant") for f in o.faults),
+            "model_preset": o.preset,
+            **(_hybrid_info(o) if o.is_hybrid else {}),
             "random_seed": o.seed,
             "faults": o.fault_specs(),
             "internal_states": [dict(self.scheduler.stats)],
@@ -87,6 +91,19 @@ class Engine:
         for req in requests:
             if not req.done.wait(max(0.0, deadline - time.monotonic())):
                 raise TimeoutError(f"request {req.rid} did not finish in {REQUEST_TIMEOUT_S:.0f} s")
+
+
+def _hybrid_info(o: EngineOptions) -> dict[str, Any]:
+    """SGLang's server-args names for hybrid (SWA + mamba/linear-attention) caches, with our values."""
+    return {
+        "mamba_track_interval": o.mamba_track_interval,
+        "mamba_ssm_dtype": "float32",
+        "mamba_radix_cache_strategy": "checkpoint",
+        "sliding_window_size": o.sliding_window_size,
+        # SWA and full-attention KV share one pool here (no separate SWA pool): the ratio of their sizes is 1.
+        "swa_full_tokens_ratio": 1.0,
+        "disable_hybrid_swa_memory": True,
+    }
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -10,6 +10,7 @@ distributions realistic. Same seed + same Python and torch versions give the sam
 
 from __future__ import annotations
 
+import dataclasses
 import pydoc_data.topics
 import sysconfig
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pathlib import Path
 import torch
 
 from precisionbot.builtin.options import EngineOptions
+from precisionbot.builtin.recurrent import CONV_WIDTH, GdnWeights
 from precisionbot.builtin.tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE
 
 TRAINING_MODULES = ("textwrap.py", "json/decoder.py", "argparse.py", "heapq.py", "shlex.py", "fractions.py")
@@ -53,6 +55,20 @@ LOCAL_OUT_GAIN = 1.0
 CONSTANT = 2.0
 """Value of the constant residual dimension (the last one) that the local head reads."""
 SINK_LOGIT = 3.0
+GDN_HEADS = 4
+GDN_HEAD_DIM = 16
+GDN_OUT_SCALE = 1.0
+"""Scale of the recurrent layer's output: it carries a slowly decaying summary of the whole context, so a
+stale or shifted restored state moves logits clearly while the bf16 chunk increment stays a small noise."""
+CONV_SCALE = 1.0
+"""Spread of the conv taps (the current token's tap gets 1 more)."""
+GDN_DECAY_BIAS = -4.5
+"""Decay logit bias: ``g = exp(-softplus(bias + ...))`` is about 0.99 per token, a memory of about a hundred tokens."""
+SWA_OUT_GAIN = 1.0
+SWA_LOCAL_SINK_LOGIT = 12.0
+"""The sliding-window layer's local head has a weak sink (the dense layer it copies has 12): in a hybrid model
+the few attention layers carry the exact recent recall the recurrent layers blur, so which recent keys the
+window holds matters."""
 LOCAL_SINK_LOGIT = 12.0
 """Attention sinks (gpt-oss style) take most of the mass while the context is short, as in real models:
 without them the first positions attend to one or two keys with large P, where any P rounding shows in full."""
@@ -72,7 +88,7 @@ class LayerWeights:
 @dataclass(frozen=True)
 class ModelWeights:
     embed: torch.Tensor  # [V, d] float32 (the residual stream stays fp32)
-    layers: tuple[LayerWeights, ...]
+    layers: tuple[LayerWeights | GdnWeights, ...]
     final_norm: torch.Tensor  # [d]
     unembed: torch.Tensor  # [d, V]
 
@@ -115,13 +131,13 @@ def bigram_logprobs() -> torch.Tensor:
     return table
 
 
-_WEIGHTS_CACHE: dict[tuple[int, ...], ModelWeights] = {}
+_WEIGHTS_CACHE: dict[tuple[object, ...], ModelWeights] = {}
 
 
 def build_weights(options: EngineOptions) -> ModelWeights:
     """Weights for ``options`` (float32 tensors on CPU; the model moves and rounds them); cached in memory."""
     o = options
-    key = (o.seed, o.d_model, o.n_layers, o.n_heads, o.n_kv_heads, o.head_dim, o.mlp_hidden)
+    key = (o.seed, o.d_model, o.n_heads, o.n_kv_heads, o.head_dim, o.mlp_hidden, o.layer_kinds)
     if key not in _WEIGHTS_CACHE:
         _WEIGHTS_CACHE[key] = _build(options)
     return _WEIGHTS_CACHE[key]
@@ -155,8 +171,9 @@ def _build(options: EngineOptions) -> ModelWeights:
     def rand(*shape: int, scale: float) -> torch.Tensor:
         return torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
 
-    layers = []
-    for _ in range(options.n_layers):
+    layers: list[LayerWeights | GdnWeights] = []
+    kinds = options.layer_kinds
+    for _ in (k for k in kinds if k != "gdn"):
         group = h // hkv
         head_scale = torch.tensor([BROAD_QK_SCALE if i < group else QK_SCALE for i in range(h)])
         wq = rand(d, h, hd, scale=1.0 / d**0.5) * head_scale[None, :, None].double()
@@ -191,9 +208,46 @@ def _build(options: EngineOptions) -> ModelWeights:
                 w_down=rand(f, d, scale=MLP_OUT_SCALE / f**0.5).float(),
             )
         )
+    # Attention layers draw from ``gen`` in order, so the hybrid preset's full and sliding-window layers have
+    # the tiny preset's weights; the recurrent layers draw from their own generator.
+    attn = iter(layers)
+    rgen = torch.Generator().manual_seed(options.seed * 1_000_003 + 29)
+    ordered = [_gdn(d, f, rgen) if kind == "gdn" else next(attn) for kind in kinds]
+    ordered = [_swa(lw) if kind == "swa" else lw for kind, lw in zip(kinds, ordered, strict=True)]
     return ModelWeights(
         embed=embed.float(),
-        layers=tuple(layers),
+        layers=tuple(ordered),
         final_norm=torch.ones(d),
         unembed=unembed.float(),
+    )
+
+
+def _swa(lw: LayerWeights | GdnWeights) -> LayerWeights:
+    assert isinstance(lw, LayerWeights)
+    sinks = lw.sinks.clone()
+    sinks[-1] = SWA_LOCAL_SINK_LOGIT
+    return dataclasses.replace(lw, wo=lw.wo * SWA_OUT_GAIN, sinks=sinks)
+
+
+def _gdn(d: int, f: int, gen: torch.Generator) -> GdnWeights:
+    h, hd = GDN_HEADS, GDN_HEAD_DIM
+    width = 3 * h * hd
+
+    def rand(*shape: int, scale: float) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
+
+    w_in = rand(d, width + 2 * h, scale=1.0 / d**0.5)
+    # The constant residual dimension is a bias: beta about 0.5, decay about 0.99 per token.
+    w_in[:, width:] *= 0.3
+    w_in[d - 1, width + h :] += GDN_DECAY_BIAS / CONSTANT
+    conv = rand(CONV_WIDTH, width, scale=CONV_SCALE)
+    conv[-1] += 1.0  # the current token dominates its window, as a trained short conv does
+    return GdnWeights(
+        norm=torch.ones(d),
+        w_in=w_in.float(),
+        conv=conv.float(),
+        w_out=rand(h * hd, d, scale=GDN_OUT_SCALE / (h * hd) ** 0.5).float(),
+        mlp_norm=torch.ones(d),
+        w_gate_up=rand(d, 2 * f, scale=1.0 / d**0.5).float(),
+        w_down=rand(f, d, scale=MLP_OUT_SCALE / f**0.5).float(),
     )

@@ -119,11 +119,9 @@ def run_suite(
         environment.update(
             {k: v for k, v in (("engine_version", server.version), ("model_path", server.model_path)) if v is not None}
         )
-        # Where the engine splits work: the HTML report marks these positions on its per-position charts.
-        for key in ("chunked_prefill_size", "sliding_window_size"):
-            value = server.raw.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                environment[key] = value
+        # SGLang's server args that the diagnosis reads (hybrid checkpoints and windows) and the report shows
+        # (the HTML report marks prefill chunks and the window on its per-position charts).
+        environment.update({k: server.raw[k] for k in ENGINE_ARGS_KEPT if k in server.raw})
     except EngineError:
         pass  # already reflected in the checks' verdicts
     result = RunResult.from_checks(
@@ -135,6 +133,18 @@ def run_suite(
     )
     records = {o.result.name: o.record for o in outputs if o.record is not None}
     return CheckRun(result=result, records=records)
+
+
+ENGINE_ARGS_KEPT = (
+    "enable_deterministic_inference",
+    "page_size",
+    "mamba_track_interval",
+    "mamba_ssm_dtype",
+    "sliding_window_size",
+    "swa_full_tokens_ratio",
+    "chunked_prefill_size",
+)
+"""``/server_info`` keys copied into the run's ``environment``."""
 
 
 def run_checks(engine: Engine, config: Config, suite: SuiteConfig, **kwargs: object) -> RunResult:

@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any
 
+from precisionbot.builtin.flags import add_engine_flags
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("baseline", help="record, list, show and trace golden and helper baselines")
@@ -30,6 +32,7 @@ def register(subparsers: Any) -> None:
     )
     rec.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
     rec.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")
+    add_engine_flags(rec)
     rec.add_argument("--store", metavar="URI", help="s3://bucket/prefix, file:///dir or a directory")
     rec.add_argument("--label", default="baseline_established", choices=["baseline_established", "passed", "failed"])
     rec.add_argument("--producer", default="default", metavar="NAME", help="a known-good variant's name (noise band)")

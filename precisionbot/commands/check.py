@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
+from precisionbot.builtin.flags import given as builtin_flags_given
 from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config_or_default
 from precisionbot.config_fields import parse_int_range
 from precisionbot.errors import ConfigError, EngineError
@@ -47,6 +49,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--engine-kind", choices=("sglang", "openai", "builtin", "llamacpp"), help="client for --engine-url")
     p.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
     p.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")
+    add_engine_flags(p)
     p.add_argument("--config", metavar="FILE", help="YAML config (default: .github/precision.yml if present)")
     p.add_argument("--suite", help=f"suite from the config (default {DEFAULT_SUITE})")
     p.add_argument("--model", help="model name from the config (thresholds, launch)")
@@ -123,16 +126,22 @@ def open_engine(config: Config, args: argparse.Namespace, model: ModelConfig | N
         "concurrency": e.concurrency,
         "request_timeout_s": e.request_timeout_s,
     }
-    builtin_flags = bool(args.fault or args.disable_radix_cache)
+    builtin_flags = bool(args.fault or args.disable_radix_cache or builtin_flags_given(args))
     url = args.engine_url or (None if args.engine else e.url)
     mode = args.engine or ("url" if url else ("launch" if e.launch and e.kind != "builtin" else e.kind))
     if builtin_flags and mode != "builtin":
-        raise ConfigError("--fault and --disable-radix-cache are for the builtin engine; add --engine builtin")
+        raise ConfigError(
+            "--fault and --disable-radix-cache are for the builtin engine (so are --enable-deterministic-inference "
+            "and --model-preset); add --engine builtin"
+        )
     if mode == "builtin":
         from precisionbot.engines.builtin import BuiltinEngine
 
         engine: Any = BuiltinEngine(
-            faults=tuple(args.fault) or config.engine.faults, disable_radix_cache=args.disable_radix_cache, **common
+            faults=tuple(args.fault) or config.engine.faults,
+            disable_radix_cache=args.disable_radix_cache,
+            **engine_kwargs(args),
+            **common,
         )
         try:
             yield engine
@@ -264,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         if not started:
             write_result(out, result)  # so a report step can still say why
             raise _unusable(exc, args, config) from exc
-    result = result.with_diagnosis(diagnose(result.checks))
+    result = result.with_diagnosis(diagnose(result.checks, engine=result.environment))
     # Which config judged this run, so the comment job can tell a PR-modified one (gh/provenance.py).
     result = dataclasses.replace(result, extra={**result.extra, provenance.KEY: provenance.config_digest(args.config)})
     write_result(out, result, records)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.errors import ConfigError, DataError
 
 DEFAULT_FAULT = "restore-layer0-only"
@@ -59,6 +60,7 @@ def register(subparsers: Any) -> None:
         help="context depths (tokens) the golden corpus is teacher-forced at (default: the pr suite's, 512,2048,4096)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_engine_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -131,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
     if golden:
         steps.step("starting the clean builtin engine")
-        clean = BuiltinEngine()
+        clean = BuiltinEngine(**engine_kwargs(args))
         try:
             steps.step(f"recording a golden baseline into {store_uri}")
             target = golden_target(clean, config, suite.golden, None, corpus.suite_documents(suite.corpus))
@@ -141,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             clean.close()
 
     steps.step(f"starting the builtin engine with the PR's fault: {pr}")
-    faulty = BuiltinEngine(faults=faults)
+    faulty = BuiltinEngine(faults=faults, **engine_kwargs(args))
     try:
         steps.step(f"running the PR suite against it: {', '.join(suite.checks)}")
         progress = TerminalProgress(sys.stderr)
@@ -161,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         faulty.close()
 
-    result = done.result.with_diagnosis(diagnose(done.result.checks))
+    result = done.result.with_diagnosis(diagnose(done.result.checks, engine=done.result.environment))
     steps.step(f"writing the report to {out}/")
     write_result(out / "result", result, done.records)
     section = ReportSection(label=f"builtin engine, PR fault: {pr}", run=result, records=done.records)

@@ -13,6 +13,7 @@ import threading
 from types import FrameType
 from typing import Any
 
+from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.options import DTYPES, FAULT_NAMES, EngineOptions, parse_fault
 
 
@@ -30,7 +31,7 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="NAME[=VALUE]",
-        help=f"switch on a fault (repeatable): {', '.join(FAULT_NAMES)}; mantissa takes =N",
+        help=f"switch on a fault (repeatable): {', '.join(FAULT_NAMES)}; mantissa and state-mantissa take =N",
     )
     parser.add_argument("--seed", type=int, default=0, help="weight and sampling seed (default 0)")
     parser.add_argument("--page-size", type=int, default=16, help="KV page size in tokens (default 16)")
@@ -38,6 +39,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--disable-radix-cache", action="store_true", help="no prefix cache")
     parser.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="activation dtype")
     parser.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    parser.add_argument(
+        "--sliding-window-size", type=int, default=256, help="hybrid preset: keys a sliding-window layer sees"
+    )
+    parser.add_argument(
+        "--mamba-track-interval", type=int, default=64, help="hybrid preset: tokens between state checkpoints"
+    )
+    add_engine_flags(parser)
     parser.set_defaults(handler=run)
 
 
@@ -50,6 +58,9 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
         faults=tuple(parse_fault(spec) for spec in args.fault),
         dtype=args.dtype,
         device=args.device,
+        sliding_window_size=args.sliding_window_size,
+        mamba_track_interval=args.mamba_track_interval,
+        **engine_kwargs(args),
     )
 
 
@@ -66,8 +77,14 @@ def run(args: argparse.Namespace) -> int:
     server = BuiltinServer(options, host=args.host, port=args.port).start()
     try:
         faults = ", ".join(options.fault_specs()) or "none"
+        numerics = "deterministic" if options.enable_deterministic_inference else "production"
         print(server.url, flush=True)
-        print(f"precisionbot builtin engine ready (faults: {faults}); Ctrl-C to stop", file=sys.stderr, flush=True)
+        print(
+            f"precisionbot builtin engine ready ({options.preset} model, {numerics} numerics, faults: {faults}); "
+            "Ctrl-C to stop",
+            file=sys.stderr,
+            flush=True,
+        )
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:

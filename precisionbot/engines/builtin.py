@@ -20,6 +20,8 @@ class BuiltinEngine(SGLangEngine):
         faults: Sequence[str] = (),
         *,
         disable_radix_cache: bool = False,
+        enable_deterministic_inference: bool = False,
+        preset: str = "hybrid",
         options: Any = None,
         batch_size: int = 8,
         concurrency: int = 4,
@@ -29,7 +31,10 @@ class BuiltinEngine(SGLangEngine):
 
         if options is None:
             options = EngineOptions(
-                faults=tuple(parse_fault(f) for f in faults), disable_radix_cache=disable_radix_cache
+                faults=tuple(parse_fault(f) for f in faults),
+                disable_radix_cache=disable_radix_cache,
+                enable_deterministic_inference=enable_deterministic_inference,
+                preset=preset,
             )
         self.options = options
         self.server = BuiltinServer(options, host="127.0.0.1", port=0)

@@ -6,7 +6,8 @@ Pure: data in, :class:`~precisionbot.results.Diagnosis` tuples out; no I/O. The 
 Codes (CONTRACT; more may be added): which helper diverged — ``prefill_restore``, ``decode_state``,
 ``arithmetic``; where in the sequence — ``onset_first_token``, ``onset_mid_generation``; which requests —
 ``concentrated``, ``global``; noise or bug — ``systematic_flip``, ``excess_flips``, ``noise``; against other
-runs — ``vs_baseline``, ``vs_previous``.
+runs — ``vs_baseline``, ``vs_previous``; hybrid models (the engine reports SGLang's ``mamba_track_interval``
+or ``sliding_window_size``) — ``recurrent_state``, ``window_handoff``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from precisionbot.fmt import count, plain, sig
-from precisionbot.report import evidence
+from precisionbot.report import evidence, hybrid
 from precisionbot.report.escape import cap, visible
 from precisionbot.results import CheckResult, Diagnosis, RunResult, SampleSummary, Verdict
 
@@ -36,8 +37,10 @@ def diagnose(
     *,
     baseline_stats: BaselineStats | None = None,
     previous: RunResult | None = None,
+    engine: Mapping[str, Any] | None = None,
 ) -> tuple[Diagnosis, ...]:
-    """The findings for one run, most telling first."""
+    """The findings for one run, most telling first. ``engine``: the run's ``environment`` (server args such as
+    ``mamba_track_interval`` and ``sliding_window_size`` name the hybrid codes' boundaries)."""
     by_name = {c.name: c for c in checks}
     out: list[Diagnosis] = []
     primary = _which_helper(by_name, out)
@@ -45,6 +48,7 @@ def diagnose(
         primary = by_name["golden"]
     if primary is not None:
         if primary.name in CONSISTENCY:
+            hybrid.state_and_window(primary, by_name.get("match"), engine or {}, out)
             _onset(primary, out)
         _spread(primary, out)
     # A token id seen with its text anywhere in the run names a text-less worst position too.

@@ -172,7 +172,12 @@ def render_json(sections: Sequence[ReportSection]) -> str:
                 "previous_verdict": None if s.previous is None else s.previous.verdict.value,
                 "result": json.loads(
                     s.run.with_diagnosis(
-                        diagnose(s.run.checks, baseline_stats=baseline_stats_of(s), previous=s.previous)
+                        diagnose(
+                            s.run.checks,
+                            baseline_stats=baseline_stats_of(s),
+                            previous=s.previous,
+                            engine=s.run.environment,
+                        )
                         if s.run.checks
                         else s.run.diagnosis
                     ).to_json()

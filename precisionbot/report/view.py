@@ -149,7 +149,11 @@ def section_view(section: ReportSection, detail: Detail) -> SectionView:
     run = section.run
     base, base_word = _baseline(section)
     texts = known_token_texts(run.checks)
-    diag = diagnose(run.checks, baseline_stats=base, previous=section.previous) if run.checks else run.diagnosis
+    diag = (
+        diagnose(run.checks, baseline_stats=base, previous=section.previous, engine=run.environment)
+        if run.checks
+        else run.diagnosis
+    )
     worst, omitted = worst_rows(run.checks, detail.worst_rows, texts) if detail.details else ((), 0)
     buckets = tuple(r for c in run.checks for r in bucket_rows(c)) if detail.buckets and detail.details else ()
     strips = _strips(section, detail) if detail.details else ""

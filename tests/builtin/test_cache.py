@@ -78,7 +78,10 @@ def test_disabled_radix_cache_reports_no_hits() -> None:
 
 
 def test_fp32_mode_is_exact_too() -> None:
-    with running_engine(dtype="float32", chunked_prefill_size=64) as url, httpx.Client(base_url=url, timeout=60) as c:
+    with (
+        running_engine(dtype="float32", chunked_prefill_size=64, enable_deterministic_inference=True) as url,
+        httpx.Client(base_url=url, timeout=60) as c,
+    ):
         ids = flows.prompts(2)
         assert not np.any(flows.match(c, ids, 16))
         d, cached = flows.prefill_cache_hit(c, ids, 16)

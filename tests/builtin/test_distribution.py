@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import numpy as np
+import pytest
 
 from precisionbot.corpus import builtin_documents
+from tests.support.engine_server import running_engine
 
 
-def test_distributions_look_like_a_real_model(client: httpx.Client) -> None:
+@pytest.fixture(params=["tiny", "hybrid"])
+def preset_client(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
+    with running_engine(preset=request.param) as url, httpx.Client(base_url=url, timeout=300) as c:
+        yield c
+
+
+def test_distributions_look_like_a_real_model(preset_client: httpx.Client) -> None:
+    client = preset_client
     docs = builtin_documents()
     prose = [d for d in docs if d.kind == "prose"]
     code = [d for d in docs if d.kind == "code"]

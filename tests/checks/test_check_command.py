@@ -209,7 +209,17 @@ def test_builtin_fault_end_to_end_through_the_cli(tmp_path: Path, capsys: pytest
     from precisionbot.cli import main
 
     out = tmp_path / "out"
-    argv = ["check", "--engine", "builtin", "--fault", "restore-layer0-only", "--samples", "6"]
+    argv = [
+        "check",
+        "--engine",
+        "builtin",
+        "--fault",
+        "restore-layer0-only",
+        "--samples",
+        "6",
+        "--model-preset",
+        "tiny",
+    ]
     argv += ["--max-new-tokens", "16", "--prompt-tokens", "64..128", "--out", str(out)]
     assert main(argv) == 1
     result = read_result(out)
