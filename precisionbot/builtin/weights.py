@@ -21,7 +21,7 @@ import torch
 
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.recurrent import CONV_WIDTH, GdnWeights
-from precisionbot.builtin.tokenizer import Vocab, vocab_for
+from precisionbot.builtin.tokenizer import VOCAB_SIZE, Vocab, vocab_for
 from precisionbot.builtin.training_text import training_documents
 
 BIGRAM_RANK = 96
@@ -145,7 +145,15 @@ def _build(options: EngineOptions) -> ModelWeights:
     embed = torch.zeros(vocab.size, d, dtype=torch.float64)
     embed[:, :rank] = left / radius * target
     embed[:, d - 1] = CONSTANT
-    filler_dirs = torch.randn(vocab.size, d - rank - 1, generator=gen, dtype=torch.float64)
+    # The first 258 filler rows come from ``gen`` whatever the vocabulary, the rest of a subword vocabulary's
+    # from their own stream, so the layers below get the same draws from ``gen`` with either vocabulary (the
+    # hybrid preset's attention layers stay the tiny preset's).
+    head = min(vocab.size, VOCAB_SIZE)
+    fgen = torch.Generator().manual_seed(options.seed * 1_000_003 + 41)
+    filler_dirs = torch.cat([
+        torch.randn(head, d - rank - 1, generator=gen, dtype=torch.float64),
+        torch.randn(vocab.size - head, d - rank - 1, generator=fgen, dtype=torch.float64),
+    ])  # fmt: skip
     filler_dirs /= filler_dirs.norm(dim=1, keepdim=True)
     filler = (target**2 - embed[:, :rank].pow(2).sum(1) - CONSTANT**2).clamp_min(0).sqrt()
     embed[:, rank : d - 1] = filler_dirs * filler[:, None]
