@@ -74,9 +74,9 @@ class ByteVocab:
 BYTE_VOCAB = ByteVocab()
 
 
-def vocab_for(preset: str) -> Vocab:
-    """The vocabulary of a model preset: subwords for ``hybrid``, bytes for ``tiny`` (fast unit tests)."""
-    if preset == "hybrid":
+def vocab_for(name: str) -> Vocab:
+    """The vocabulary called ``name`` (``EngineOptions.vocab``): ``byte`` or ``bpe-4096`` (subwords)."""
+    if name == "bpe-4096":
         from precisionbot.builtin.bpe import load_bpe  # needs the `tokenizers` package (the engine extra)
 
         return load_bpe()

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from precisionbot.builtin import bpe
+from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.tokenizer import BYTE_VOCAB, vocab_for
 from tests.support.engine_server import running_engine
 
@@ -24,7 +25,7 @@ def test_training_is_deterministic_and_has_the_promised_shape() -> None:
 
 
 def test_any_text_round_trips_through_byte_fallback() -> None:
-    vocab = vocab_for("hybrid")
+    vocab = vocab_for("bpe-4096")
     ids = vocab.encode(ODD)
     assert ids[0] == vocab.bos_id and all(0 <= i < vocab.size for i in ids)
     assert vocab.decode(ids) == ODD
@@ -36,8 +37,8 @@ def test_any_text_round_trips_through_byte_fallback() -> None:
     assert len(fox) > 1 and "\ufffd" in {vocab.token_text(i) for i in fox}
 
 
-def test_the_tiny_preset_keeps_the_byte_vocabulary() -> None:
-    assert vocab_for("tiny") is BYTE_VOCAB
+def test_the_byte_vocabulary_stays_the_default() -> None:
+    assert vocab_for(EngineOptions().vocab) is BYTE_VOCAB
     assert BYTE_VOCAB.encode("ab") == [256, 97, 98]
 
 
@@ -55,8 +56,8 @@ def test_the_cache_is_written_reused_and_survives_corruption(tmp_path: Path, mon
 
 
 def test_the_hybrid_engine_serves_subwords() -> None:
-    vocab = vocab_for("hybrid")
-    with running_engine(preset="hybrid") as url, httpx.Client(base_url=url, timeout=120) as c:
+    vocab = vocab_for("bpe-4096")
+    with running_engine(preset="hybrid", vocab="bpe-4096") as url, httpx.Client(base_url=url, timeout=120) as c:
         info = c.get("/server_info").json()["model_config"]
         assert (info["vocab_size"], info["vocab"], info["bos_token_id"]) == (vocab.size, "bpe-4096", vocab.bos_id)
         tok = c.post("/tokenize", json={"prompt": "The function returns", "return_token_strs": True}).json()
