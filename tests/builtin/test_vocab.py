@@ -74,3 +74,18 @@ def test_the_hybrid_engine_serves_subwords() -> None:
         assert any(len(t) > 1 for top in meta["output_top_logprobs"] for _, _, t in top)
         big = c.post("/generate", json={"input_ids": [vocab.size], "sampling_params": {"max_new_tokens": 1}})
         assert big.status_code == 400 and str(vocab.size - 1) in big.text
+
+
+def test_the_vocab_flag_reaches_the_engine_options() -> None:
+    import argparse
+
+    from precisionbot.builtin.flags import add_engine_flags, engine_kwargs, given
+    from precisionbot.errors import ConfigError
+
+    parser = argparse.ArgumentParser()
+    add_engine_flags(parser)
+    args = parser.parse_args(["--vocab", "bpe-4096"])
+    assert given(args) and EngineOptions(**engine_kwargs(args)).vocab == "bpe-4096"
+    assert EngineOptions(**engine_kwargs(parser.parse_args([]))).vocab == "byte"
+    with pytest.raises(ConfigError, match="vocab must be one of byte, bpe-4096"):
+        EngineOptions(vocab="bpe-9")
