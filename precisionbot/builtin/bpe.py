@@ -1,4 +1,4 @@
-"""The hybrid preset's subword vocabulary: a byte-level BPE trained on the builtin training text.
+"""The subword vocabulary (``--vocab bpe-4096``): a byte-level BPE trained on the builtin training text.
 
 Why: with 258 byte tokens the top-20 logprobs hold nearly all the mass, so golden's "top-k + rest" KL and the
 tail rules are barely exercised; real engines serve vocabularies of tens of thousands of subwords. A byte-level

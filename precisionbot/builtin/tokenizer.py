@@ -1,6 +1,6 @@
 """Byte-level tokenizer: ids 0..255 are bytes, then BOS and EOS. Any text encodes; nothing is unknown.
 
-The ``tiny`` preset uses it; the ``hybrid`` preset uses the subword vocabulary of bpe.py. Both are a ``Vocab``.
+The default vocabulary of both presets; ``--vocab bpe-4096`` picks the subword one of bpe.py. Both are a ``Vocab``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def token_text(token_id: int) -> str:
 
 
 class Vocab(Protocol):
-    """A builtin engine vocabulary: the byte tokenizer above (``tiny``) or the subword one (``hybrid``, bpe.py)."""
+    """A builtin engine vocabulary: the byte tokenizer above (``byte``) or the subword one (``bpe-4096``, bpe.py)."""
 
     @property
     def name(self) -> str: ...
