@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from precisionbot.builtin.request import LogprobEntry, LogprobParams, Request, SamplingParams
-from precisionbot.builtin.tokenizer import VOCAB_SIZE, decode, encode, token_text
+from precisionbot.builtin.tokenizer import Vocab
 
 
 class BadRequest(ValueError):
@@ -67,10 +67,10 @@ def _bool(value: Any, name: str) -> bool:
     return value
 
 
-def _ids(value: Any, name: str) -> list[int]:
+def _ids(value: Any, name: str, size: int) -> list[int]:
     if not isinstance(value, list):
         raise BadRequest(f"{name} must be a list of token ids")
-    return [_int(v, f"{name}[{i}]", 0, VOCAB_SIZE - 1) for i, v in enumerate(value)]
+    return [_int(v, f"{name}[{i}]", 0, size - 1) for i, v in enumerate(value)]
 
 
 def _per_item(value: Any, n: int, name: str, batch: bool) -> list[Any]:
@@ -81,7 +81,7 @@ def _per_item(value: Any, n: int, name: str, batch: bool) -> list[Any]:
     return [value] * n
 
 
-def _sampling(raw: Any, name: str) -> SamplingParams:
+def _sampling(raw: Any, name: str, vocab: Vocab) -> SamplingParams:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -111,13 +111,13 @@ def _sampling(raw: Any, name: str) -> SamplingParams:
         min_p=_float(raw.get("min_p", 0.0), f"{name}.min_p", 0.0, 1.0),
         ignore_eos=_bool(raw.get("ignore_eos", False), f"{name}.ignore_eos"),
         stop=tuple(stop),
-        stop_token_ids=tuple(_ids(raw.get("stop_token_ids") or [], f"{name}.stop_token_ids")),
+        stop_token_ids=tuple(_ids(raw.get("stop_token_ids") or [], f"{name}.stop_token_ids", vocab.size)),
         sampling_seed=None if seed is None else _int(seed, f"{name}.sampling_seed"),
     )
 
 
-def parse_generate(body: Any, max_context_tokens: int) -> GenerateCall:
-    """Validates a ``/generate`` body; raises ``BadRequest`` naming the field."""
+def parse_generate(body: Any, max_context_tokens: int, vocab: Vocab) -> GenerateCall:
+    """Validates a ``/generate`` body (``text`` tokenized with ``vocab``); raises ``BadRequest`` naming the field."""
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     for key, value in body.items():
@@ -135,12 +135,16 @@ def parse_generate(body: Any, max_context_tokens: int) -> GenerateCall:
         texts = text if batch else [text]
         if not texts or not all(isinstance(t, str) for t in texts):
             raise BadRequest("text must be a string or a non-empty list of strings")
-        prompts = [encode(t) for t in texts]
+        prompts = [vocab.encode(t) for t in texts]
     else:
         if not isinstance(ids, list) or not ids:
             raise BadRequest("input_ids must be a non-empty list of token ids (or a list of such lists)")
         batch = isinstance(ids[0], list)
-        prompts = [_ids(p, f"input_ids[{i}]") for i, p in enumerate(ids)] if batch else [_ids(ids, "input_ids")]
+        prompts = (
+            [_ids(p, f"input_ids[{i}]", vocab.size) for i, p in enumerate(ids)]
+            if batch
+            else [_ids(ids, "input_ids", vocab.size)]
+        )
     n = len(prompts)
     sps = _per_item(body.get("sampling_params"), n, "sampling_params", batch)
     ret = _per_item(body.get("return_logprob", False), n, "return_logprob", batch)
@@ -158,7 +162,7 @@ def parse_generate(body: Any, max_context_tokens: int) -> GenerateCall:
         where = f"[{i}]" if batch else ""
         if not prompt:
             raise BadRequest(f"prompt{where} is empty")
-        sampling = _sampling(sps[i], f"sampling_params{where}")
+        sampling = _sampling(sps[i], f"sampling_params{where}", vocab)
         if len(prompt) + sampling.max_new_tokens > max_context_tokens:
             raise BadRequest(
                 f"prompt{where} ({len(prompt)} tokens) + max_new_tokens ({sampling.max_new_tokens}) exceeds "
@@ -168,8 +172,8 @@ def parse_generate(body: Any, max_context_tokens: int) -> GenerateCall:
         lp = LogprobParams(
             return_logprob=_bool(ret[i], f"return_logprob{where}"),
             logprob_start_len=len(prompt) - 1 if start == -1 else start,
-            top_logprobs_num=_int(tops[i], f"top_logprobs_num{where}", 0, VOCAB_SIZE),
-            token_ids_logprob=tuple(_ids(tids[i] or [], f"token_ids_logprob{where}")),
+            top_logprobs_num=_int(tops[i], f"top_logprobs_num{where}", 0, vocab.size),
+            token_ids_logprob=tuple(_ids(tids[i] or [], f"token_ids_logprob{where}", vocab.size)),
         )
         item_rid = rid[i] if batch and isinstance(rid, list) else rid
         name = str(item_rid) if isinstance(item_rid, (str, int)) else uuid.uuid4().hex
@@ -177,12 +181,12 @@ def parse_generate(body: Any, max_context_tokens: int) -> GenerateCall:
     return GenerateCall(requests, batch, stream, text_in)
 
 
-def _entries(items: list[LogprobEntry], with_text: bool) -> list[list[Any]]:
-    return [[lp, tid, token_text(tid) if with_text else None] for lp, tid in items]
+def _entries(items: list[LogprobEntry], text: Vocab | None) -> list[list[Any]]:
+    return [[lp, tid, text.token_text(tid) if text is not None else None] for lp, tid in items]
 
 
-def output_text(req: Request) -> str:
-    text = decode(req.output_ids)
+def output_text(req: Request, vocab: Vocab) -> str:
+    text = vocab.decode(req.output_ids)
     reason = req.finish_reason or {}
     matched = reason.get("matched")
     if isinstance(matched, str) and matched in text:
@@ -190,8 +194,9 @@ def output_text(req: Request) -> str:
     return text
 
 
-def response(req: Request, text_in_logprobs: bool, now: float) -> dict[str, Any]:
+def response(req: Request, text_in_logprobs: bool, now: float, vocab: Vocab) -> dict[str, Any]:
     """The answer for one request (also each streamed chunk, with what is known so far)."""
+    texts = vocab if text_in_logprobs else None
     meta: dict[str, Any] = {
         "id": req.rid,
         "finish_reason": req.finish_reason,
@@ -202,13 +207,11 @@ def response(req: Request, text_in_logprobs: bool, now: float) -> dict[str, Any]
     }
     if req.logprob.return_logprob:
         n_out = len(req.output_ids)
-        meta["input_token_logprobs"] = _entries(req.input_logprobs, text_in_logprobs)
-        meta["output_token_logprobs"] = _entries(req.output_logprobs[:n_out], text_in_logprobs)
-        meta["input_top_logprobs"] = [None if top is None else _entries(top, text_in_logprobs) for top in req.input_top]
-        meta["output_top_logprobs"] = [_entries(top, text_in_logprobs) for top in req.output_top[:n_out]]
+        meta["input_token_logprobs"] = _entries(req.input_logprobs, texts)
+        meta["output_token_logprobs"] = _entries(req.output_logprobs[:n_out], texts)
+        meta["input_top_logprobs"] = [None if top is None else _entries(top, texts) for top in req.input_top]
+        meta["output_top_logprobs"] = [_entries(top, texts) for top in req.output_top[:n_out]]
         if req.logprob.token_ids_logprob:
-            meta["input_token_ids_logprob"] = [
-                None if c is None else _entries(c, text_in_logprobs) for c in req.input_ids_lp
-            ]
-            meta["output_token_ids_logprob"] = [_entries(c, text_in_logprobs) for c in req.output_ids_lp[:n_out]]
-    return {"text": output_text(req), "output_ids": list(req.output_ids), "meta_info": meta}
+            meta["input_token_ids_logprob"] = [None if c is None else _entries(c, texts) for c in req.input_ids_lp]
+            meta["output_token_ids_logprob"] = [_entries(c, texts) for c in req.output_ids_lp[:n_out]]
+    return {"text": output_text(req, vocab), "output_ids": list(req.output_ids), "meta_info": meta}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from precisionbot.builtin.options import PRESETS
+from precisionbot.builtin.options import PRESETS, VOCABS
 
 
 def add_engine_flags(parser: Any) -> None:
@@ -24,6 +24,13 @@ def add_engine_flags(parser: Any) -> None:
         help="builtin engine model: hybrid (default: full + sliding-window attention + a gated-delta recurrent "
         "layer) or tiny (two dense layers, fast)",
     )
+    parser.add_argument(
+        "--vocab",
+        choices=VOCABS,
+        default=None,
+        help="builtin engine vocabulary: byte (default, 258 tokens) or bpe-4096 (a byte-level BPE of 4096 "
+        "subwords trained on the builtin text, cached in ~/.cache/precisionbot)",
+    )
 
 
 def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -31,9 +38,14 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "enable_deterministic_inference": bool(getattr(args, "enable_deterministic_inference", False)),
         "preset": getattr(args, "model_preset", None) or "hybrid",
+        "vocab": getattr(args, "vocab", None) or "byte",
     }
 
 
 def given(args: argparse.Namespace) -> bool:
     """Whether any of these flags was given (they only make sense with the builtin engine)."""
-    return bool(getattr(args, "enable_deterministic_inference", False) or getattr(args, "model_preset", None))
+    return bool(
+        getattr(args, "enable_deterministic_inference", False)
+        or getattr(args, "model_preset", None)
+        or getattr(args, "vocab", None)
+    )

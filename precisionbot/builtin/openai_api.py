@@ -13,7 +13,7 @@ from typing import Any
 
 from precisionbot.builtin.api import BadRequest, _int, _sampling, output_text
 from precisionbot.builtin.request import LogprobEntry, LogprobParams, Request
-from precisionbot.builtin.tokenizer import VOCAB_SIZE, decode, encode, token_text
+from precisionbot.builtin.tokenizer import Vocab
 
 MODEL_NAME = "builtin"
 COMPLETION_FIELDS = {
@@ -23,7 +23,7 @@ COMPLETION_FIELDS = {
 }  # fmt: skip
 
 
-def parse_completions(body: Any, max_context_tokens: int) -> tuple[list[Request], bool]:
+def parse_completions(body: Any, max_context_tokens: int, vocab: Vocab) -> tuple[list[Request], bool]:
     """Returns the requests (one per prompt) and whether ``echo`` was asked."""
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
@@ -36,13 +36,13 @@ def parse_completions(body: Any, max_context_tokens: int) -> tuple[list[Request]
         raise BadRequest("n and best_of must be 1")
     prompt = body.get("prompt")
     if isinstance(prompt, str):
-        prompts = [encode(prompt)]
+        prompts = [vocab.encode(prompt)]
     elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
-        prompts = [encode(p) for p in prompt]
+        prompts = [vocab.encode(p) for p in prompt]
     elif isinstance(prompt, list) and prompt and all(isinstance(p, int) for p in prompt):
-        prompts = [[_int(t, "prompt[]", 0, VOCAB_SIZE - 1) for t in prompt]]
+        prompts = [[_int(t, "prompt[]", 0, vocab.size - 1) for t in prompt]]
     elif isinstance(prompt, list) and prompt and all(isinstance(p, list) for p in prompt):
-        prompts = [[_int(t, "prompt[][]", 0, VOCAB_SIZE - 1) for t in p] for p in prompt]
+        prompts = [[_int(t, "prompt[][]", 0, vocab.size - 1) for t in p] for p in prompt]
     else:
         raise BadRequest("prompt must be a string, a list of strings, or token ids")
     raw = {
@@ -58,7 +58,7 @@ def parse_completions(body: Any, max_context_tokens: int) -> tuple[list[Request]
     }
     if raw["max_new_tokens"] is None:
         raw["max_new_tokens"] = 16
-    sampling = _sampling(raw, "request")
+    sampling = _sampling(raw, "request", vocab)
     n_top = body.get("logprobs")
     n_prompt = body.get("prompt_logprobs")
     echo = bool(body.get("echo", False))
@@ -80,12 +80,12 @@ def parse_completions(body: Any, max_context_tokens: int) -> tuple[list[Request]
     return requests, echo
 
 
-def completion_response(requests: list[Request], body: dict[str, Any], echo: bool) -> dict[str, Any]:
+def completion_response(requests: list[Request], body: dict[str, Any], echo: bool, vocab: Vocab) -> dict[str, Any]:
     # vLLM's return_tokens_as_token_ids: tokens read "token_id:N", so colliding token strings cannot collapse.
-    name = _id_name if body.get("return_tokens_as_token_ids") else token_text
+    name = _id_name if body.get("return_tokens_as_token_ids") else vocab.token_text
     choices = []
     for index, req in enumerate(requests):
-        text = output_text(req)
+        text = output_text(req, vocab)
         choice: dict[str, Any] = {"index": index, "text": text, "logprobs": None}
         if body.get("logprobs") is not None:
             n_top = int(body["logprobs"])
@@ -99,7 +99,7 @@ def completion_response(requests: list[Request], body: dict[str, Any], echo: boo
                 lps.append(lp)
                 tops.append(None if top is None else {name(t): v for v, t in top[:n_top]})
                 offsets.append(pos)
-                pos += len(token_text(tid))
+                pos += len(vocab.token_text(tid))
             choice["logprobs"] = {
                 "tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets
             }  # fmt: skip
@@ -150,7 +150,7 @@ def _model_field(body: Any, path: str, allowed: set[str]) -> dict[str, Any]:
     return body
 
 
-def tokenize_response(body: Any, max_context_tokens: int) -> dict[str, Any]:
+def tokenize_response(body: Any, max_context_tokens: int, vocab: Vocab) -> dict[str, Any]:
     """vLLM's ``POST /tokenize``: ``{"prompt": str}`` (``model``, ``add_special_tokens``, ``return_token_strs``
     optional) answers ``{"count", "max_model_len", "tokens", "token_strs"}``; the OpenAI client tokenizes here."""
     body = _model_field(body, "/tokenize", {"model", "prompt", "add_special_tokens", "return_token_strs"})
@@ -160,15 +160,15 @@ def tokenize_response(body: Any, max_context_tokens: int) -> dict[str, Any]:
     special = body.get("add_special_tokens", True)
     if not isinstance(special, bool):
         raise BadRequest("add_special_tokens must be true or false")
-    tokens = encode(prompt, add_bos=special)
-    strs = [token_text(t) for t in tokens] if body.get("return_token_strs") else None
+    tokens = vocab.encode(prompt, add_bos=special)
+    strs = [vocab.token_text(t) for t in tokens] if body.get("return_token_strs") else None
     return {"count": len(tokens), "max_model_len": max_context_tokens, "tokens": tokens, "token_strs": strs}
 
 
-def detokenize_response(body: Any) -> dict[str, Any]:
+def detokenize_response(body: Any, vocab: Vocab) -> dict[str, Any]:
     """vLLM's ``POST /detokenize``: ``{"tokens": [int]}`` answers ``{"prompt": str}``."""
     body = _model_field(body, "/detokenize", {"model", "tokens"})
     tokens = body.get("tokens")
     if not isinstance(tokens, list):
         raise BadRequest("tokens must be a list of token ids")
-    return {"prompt": decode([_int(t, "tokens[]", 0, VOCAB_SIZE - 1) for t in tokens])}
+    return {"prompt": vocab.decode([_int(t, "tokens[]", 0, vocab.size - 1) for t in tokens])}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from precisionbot.builtin.request import LogprobEntry, Request
-from precisionbot.builtin.tokenizer import EOS_ID, decode
+from precisionbot.builtin.tokenizer import Vocab
 
 
 def _extras(req: Request, lp: torch.Tensor) -> tuple[list[LogprobEntry], list[LogprobEntry]]:
@@ -48,7 +48,7 @@ def record_input_logprobs(req: Request, start: int, logits: torch.Tensor) -> Non
         req.input_ids_lp.extend([] for _ in range(last - first))
 
 
-def sample_next(req: Request, logits: torch.Tensor) -> dict[str, object] | None:
+def sample_next(req: Request, logits: torch.Tensor, vocab: Vocab) -> dict[str, object] | None:
     """Picks the next token from ``logits`` ([V] float32), records its logprobs; returns a finish reason or None."""
     sp = req.sampling
     greedy = sp.temperature <= 0.0 or sp.top_k == 1
@@ -74,10 +74,10 @@ def sample_next(req: Request, logits: torch.Tensor) -> dict[str, object] | None:
         top, chosen = _extras(req, lp)
         req.output_top.append(top)
         req.output_ids_lp.append(chosen)
-    if token in sp.stop_token_ids or (token == EOS_ID and not sp.ignore_eos):
+    if token in sp.stop_token_ids or (token == vocab.eos_id and not sp.ignore_eos):
         return {"type": "stop", "matched": token}
     if sp.stop:
-        text = decode(req.output_ids)
+        text = vocab.decode(req.output_ids)
         for stop in sp.stop:
             if stop in text:
                 return {"type": "stop", "matched": stop}

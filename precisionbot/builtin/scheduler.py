@@ -20,13 +20,15 @@ from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.recurrent import RecurrentState
 from precisionbot.builtin.request import Request
 from precisionbot.builtin.sampling import record_input_logprobs, sample_next
+from precisionbot.builtin.tokenizer import Vocab
 
 _IDLE_WAIT_S = 0.05
 
 
 class Scheduler:
-    def __init__(self, options: EngineOptions, model: Model) -> None:
+    def __init__(self, options: EngineOptions, model: Model, vocab: Vocab) -> None:
         self.options = options
+        self.vocab = vocab
         self.model = model
         self.ps = options.page_size
         self.allocator = PageAllocator(options.kv_pool_tokens // self.ps)
@@ -279,7 +281,7 @@ class Scheduler:
         return True
 
     def _append(self, req: Request, logits: torch.Tensor) -> None:
-        reason = sample_next(req, logits)
+        reason = sample_next(req, logits, self.vocab)
         if reason is not None:
             self._finish(req, reason)
         elif req.stream:

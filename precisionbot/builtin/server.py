@@ -29,7 +29,7 @@ from precisionbot.builtin.openai_api import (
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.request import LogprobParams, Request, SamplingParams
 from precisionbot.builtin.scheduler import Scheduler
-from precisionbot.builtin.tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE
+from precisionbot.builtin.tokenizer import vocab_for
 from precisionbot.builtin.weights import build_weights
 from precisionbot.errors import EngineStartError
 
@@ -44,16 +44,18 @@ class Engine:
         self.options = options
         device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.device = torch.device(device)
+        self.vocab = vocab_for(options.vocab)
         model = Model(options, build_weights(options), options.kv_pool_tokens, self.device)
-        self.scheduler = Scheduler(options, model)
+        self.scheduler = Scheduler(options, model, self.vocab)
 
     def server_info(self) -> dict[str, Any]:
         o = self.options
         model_config = {
-            "vocab_size": VOCAB_SIZE, "d_model": o.d_model, "n_layers": len(o.layer_kinds),
+            "vocab_size": self.vocab.size, "vocab": self.vocab.name,
+            "d_model": o.d_model, "n_layers": len(o.layer_kinds),
             "layer_types": list(o.layer_kinds), "n_heads": o.n_heads,
             "n_kv_heads": o.n_kv_heads, "head_dim": o.head_dim, "mlp_hidden": o.mlp_hidden,
-            "bos_token_id": BOS_ID, "eos_token_id": EOS_ID,
+            "bos_token_id": self.vocab.bos_id, "eos_token_id": self.vocab.eos_id,
         }  # fmt: skip
         return {
             "model_path": MODEL_NAME,
@@ -168,7 +170,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200 if ok else 503, b"", "text/plain")
 
     def health_generate(self, body: Any) -> None:
-        req = Request("health", [BOS_ID], SamplingParams(max_new_tokens=1, temperature=0.0), LogprobParams())
+        req = Request(
+            "health", [self.engine.vocab.bos_id], SamplingParams(max_new_tokens=1, temperature=0.0), LogprobParams()
+        )
         self.engine.run([req])
         self._send(200 if req.error is None else 503, b"", "text/plain")
 
@@ -190,7 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, {"object": "list", "data": [entry]})
 
     def generate(self, body: Any) -> None:
-        call = parse_generate(body, self.engine.options.max_context_tokens)
+        call = parse_generate(body, self.engine.options.max_context_tokens, self.engine.vocab)
         if call.stream:
             self._stream(call.requests, call.batch, call.text_in_logprobs)
             return
@@ -200,7 +204,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(500, failed)
             return
         now = time.perf_counter()
-        out = [response(r, call.text_in_logprobs, now) for r in call.requests]
+        out = [response(r, call.text_in_logprobs, now, self.engine.vocab) for r in call.requests]
         self._send(200, out if call.batch else out[0])
 
     def _stream(self, requests: list[Request], batch: bool, text_in: bool) -> None:
@@ -216,7 +220,9 @@ class _Handler(BaseHTTPRequestHandler):
                 event = req.events.get(timeout=REQUEST_TIMEOUT_S)
                 while event >= 0 and not req.events.empty():  # a slow reader gets the latest state once
                     event = req.events.get_nowait()
-                chunk = response(req, text_in, time.perf_counter())  # lengths may lag by a token mid-stream
+                chunk = response(
+                    req, text_in, time.perf_counter(), self.engine.vocab
+                )  # lengths may lag by a token mid-stream
                 if req.error:
                     chunk = {"error": {"message": req.error}}
                 if batch:
@@ -229,19 +235,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def completions(self, body: Any) -> None:
-        requests, echo = parse_completions(body, self.engine.options.max_context_tokens)
+        requests, echo = parse_completions(body, self.engine.options.max_context_tokens, self.engine.vocab)
         self.engine.run(requests)
         failed = next((r.error for r in requests if r.error), None)
         if failed:
             self._error(500, failed)
             return
-        self._send(200, completion_response(requests, body, echo))
+        self._send(200, completion_response(requests, body, echo, self.engine.vocab))
 
     def tokenize(self, body: Any) -> None:
-        self._send(200, tokenize_response(body, self.engine.options.max_context_tokens))
+        self._send(200, tokenize_response(body, self.engine.options.max_context_tokens, self.engine.vocab))
 
     def detokenize(self, body: Any) -> None:
-        self._send(200, detokenize_response(body))
+        self._send(200, detokenize_response(body, self.engine.vocab))
 
 
 _ROUTES = {

@@ -1,8 +1,13 @@
-"""Byte-level tokenizer: ids 0..255 are bytes, then BOS and EOS. Any text encodes; nothing is unknown."""
+"""Byte-level tokenizer: ids 0..255 are bytes, then BOS and EOS. Any text encodes; nothing is unknown.
+
+The default vocabulary of both presets; ``--vocab bpe-4096`` picks the subword one of bpe.py. Both are a ``Vocab``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 BOS_ID = 256
 EOS_ID = 257
@@ -29,3 +34,50 @@ def token_text(token_id: int) -> str:
     if token_id < 0x80:
         return chr(token_id)
     return f"<0x{token_id:02X}>"
+
+
+class Vocab(Protocol):
+    """A builtin engine vocabulary: the byte tokenizer above (``byte``) or the subword one (``bpe-4096``, bpe.py)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def bos_id(self) -> int: ...
+    @property
+    def eos_id(self) -> int: ...
+    def encode(self, text: str, *, add_bos: bool = True) -> list[int]: ...
+    def decode(self, ids: Sequence[int]) -> str: ...
+    def token_text(self, token_id: int) -> str: ...
+
+
+@dataclass(frozen=True)
+class ByteVocab:
+    """The 258-entry byte vocabulary as a ``Vocab``."""
+
+    name: str = "byte"
+    size: int = VOCAB_SIZE
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+
+    def encode(self, text: str, *, add_bos: bool = True) -> list[int]:
+        return encode(text, add_bos=add_bos)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return decode(ids)
+
+    def token_text(self, token_id: int) -> str:
+        return token_text(token_id)
+
+
+BYTE_VOCAB = ByteVocab()
+
+
+def vocab_for(name: str) -> Vocab:
+    """The vocabulary called ``name`` (``EngineOptions.vocab``): ``byte`` or ``bpe-4096`` (subwords)."""
+    if name == "bpe-4096":
+        from precisionbot.builtin.bpe import load_bpe  # needs the `tokenizers` package (the engine extra)
+
+        return load_bpe()
+    return BYTE_VOCAB

@@ -11,8 +11,9 @@ distributions realistic. Same seed + same Python and torch versions give the sam
 from __future__ import annotations
 
 import dataclasses
-import pydoc_data.topics
-import sysconfig
+import hashlib
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,17 +21,19 @@ import torch
 
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.recurrent import CONV_WIDTH, GdnWeights
-from precisionbot.builtin.tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE
-
-TRAINING_MODULES = ("textwrap.py", "json/decoder.py", "argparse.py", "heapq.py", "shlex.py", "fractions.py")
-"""Stdlib sources mixed into the training text so code is as familiar to the model as prose."""
+from precisionbot.builtin.tokenizer import VOCAB_SIZE, Vocab, vocab_for
+from precisionbot.builtin.training_text import training_documents
 
 BIGRAM_RANK = 96
 """Rank of the bigram factor in the residual stream (the rest of d_model is free for the layers)."""
 SHARPNESS = 1.9
 """Multiplies the bigram log-table: > 1 peaks the distributions, < 1 flattens them."""
+SUBWORD_SHARPNESS = 1.4
+"""``SHARPNESS`` for the subword vocabulary: a subword bigram is already more confident than a byte bigram."""
 SMOOTHING = 2.0
 """Pseudo-counts spread by the unigram distribution (interpolated add-k smoothing)."""
+SUBWORD_SMOOTHING = 6.0
+"""``SMOOTHING`` for the subword vocabulary (its rows are seen less often, so they are more over-confident)."""
 ATTN_OUT_SCALE = 0.2
 MLP_OUT_SCALE = 0.05
 """Scales of the attention and MLP outputs added to the residual stream (relative to the bigram part)."""
@@ -93,41 +96,27 @@ class ModelWeights:
     unembed: torch.Tensor  # [d, V]
 
 
-_TEXT_CACHE: list[bytes] = []
-
-
-def training_documents() -> list[bytes]:
-    """The fixed training text, one document per pydoc topic and per stdlib module."""
-    if not _TEXT_CACHE:
-        docs = [text.encode("utf-8") for _, text in sorted(pydoc_data.topics.topics.items())]
-        stdlib = Path(sysconfig.get_paths()["stdlib"])
-        for name in TRAINING_MODULES:
-            path = stdlib / name
-            if path.is_file():
-                docs.append(path.read_bytes())
-        _TEXT_CACHE.extend(docs)
-    return list(_TEXT_CACHE)
-
-
 _TABLE_CACHE: dict[str, torch.Tensor] = {}
 
 
-def bigram_logprobs() -> torch.Tensor:
-    """``[V, V]`` float64 table: row a = log P(next | current byte a), smoothed; cached in memory."""
-    if "table" in _TABLE_CACHE:
-        return _TABLE_CACHE["table"]
-    counts = torch.zeros(VOCAB_SIZE * VOCAB_SIZE, dtype=torch.float64)
+def bigram_logprobs(vocab: Vocab) -> torch.Tensor:
+    """``[V, V]`` float64 table: row a = log P(next | current token a), smoothed; cached in memory."""
+    if vocab.name in _TABLE_CACHE:
+        return _TABLE_CACHE[vocab.name]
+    v = vocab.size
+    pairs = []
     for doc in training_documents():
-        ids = torch.tensor([BOS_ID, *doc, EOS_ID], dtype=torch.int64)
-        pairs = ids[:-1] * VOCAB_SIZE + ids[1:]
-        counts += torch.bincount(pairs, minlength=VOCAB_SIZE * VOCAB_SIZE).to(torch.float64)
-    counts = counts.view(VOCAB_SIZE, VOCAB_SIZE)
+        body = vocab.encode(doc.decode("utf-8", errors="replace"), add_bos=False)
+        ids = torch.tensor([vocab.bos_id, *body, vocab.eos_id], dtype=torch.int64)
+        pairs.append(ids[:-1] * v + ids[1:])
+    counts = torch.bincount(torch.cat(pairs), minlength=v * v).to(torch.float64).view(v, v)
     unigram = counts.sum(0) + 0.5
-    unigram[BOS_ID] = 0.0  # BOS never follows anything
+    unigram[vocab.bos_id] = 0.0  # BOS never follows anything
     unigram /= unigram.sum()
-    probs = (counts + SMOOTHING * unigram) / (counts.sum(1, keepdim=True) + SMOOTHING)
+    k = SMOOTHING if v <= 1024 else SUBWORD_SMOOTHING
+    probs = (counts + k * unigram) / (counts.sum(1, keepdim=True) + k)
     table = torch.log(probs.clamp_min(1e-12))
-    _TABLE_CACHE["table"] = table
+    _TABLE_CACHE[vocab.name] = table
     return table
 
 
@@ -137,7 +126,7 @@ _WEIGHTS_CACHE: dict[tuple[object, ...], ModelWeights] = {}
 def build_weights(options: EngineOptions) -> ModelWeights:
     """Weights for ``options`` (float32 tensors on CPU; the model moves and rounds them); cached in memory."""
     o = options
-    key = (o.seed, o.d_model, o.n_heads, o.n_kv_heads, o.head_dim, o.mlp_hidden, o.layer_kinds)
+    key = (o.seed, o.d_model, o.n_heads, o.n_kv_heads, o.head_dim, o.mlp_hidden, o.layer_kinds, o.vocab)
     if key not in _WEIGHTS_CACHE:
         _WEIGHTS_CACHE[key] = _build(options)
     return _WEIGHTS_CACHE[key]
@@ -147,23 +136,28 @@ def _build(options: EngineOptions) -> ModelWeights:
     d, rank = options.d_model, min(BIGRAM_RANK, options.d_model - 8)
     gen = torch.Generator().manual_seed(options.seed * 1_000_003 + 17)
 
-    table = bigram_logprobs() * SHARPNESS
-    centered = table - table.mean(1, keepdim=True)
-    u, s, vh = torch.linalg.svd(centered)
-    left = u[:, :rank] * s[:rank].sqrt()  # [V, r]
-    right = s[:rank].sqrt()[:, None] * vh[:rank]  # [r, V]
+    vocab = vocab_for(options.vocab)
+    left, right = _bigram_factors(vocab, rank)
     # Every embedding row gets the same norm (a filler in the free dims), so the final RMSNorm leaves the
     # bigram part intact and the unembedding can undo the fixed scale exactly.
     radius = float(left.norm(dim=1).max()) * 1.05
     target = d**0.5  # rms 1 per element
-    embed = torch.zeros(VOCAB_SIZE, d, dtype=torch.float64)
+    embed = torch.zeros(vocab.size, d, dtype=torch.float64)
     embed[:, :rank] = left / radius * target
     embed[:, d - 1] = CONSTANT
-    filler_dirs = torch.randn(VOCAB_SIZE, d - rank - 1, generator=gen, dtype=torch.float64)
+    # The first 258 filler rows come from ``gen`` whatever the vocabulary, the rest of a subword vocabulary's
+    # from their own stream, so the layers below get the same draws from ``gen`` with either vocabulary (the
+    # hybrid preset's attention layers stay the tiny preset's).
+    head = min(vocab.size, VOCAB_SIZE)
+    fgen = torch.Generator().manual_seed(options.seed * 1_000_003 + 41)
+    filler_dirs = torch.cat([
+        torch.randn(head, d - rank - 1, generator=gen, dtype=torch.float64),
+        torch.randn(vocab.size - head, d - rank - 1, generator=fgen, dtype=torch.float64),
+    ])  # fmt: skip
     filler_dirs /= filler_dirs.norm(dim=1, keepdim=True)
     filler = (target**2 - embed[:, :rank].pow(2).sum(1) - CONSTANT**2).clamp_min(0).sqrt()
     embed[:, rank : d - 1] = filler_dirs * filler[:, None]
-    unembed = torch.zeros(d, VOCAB_SIZE, dtype=torch.float64)
+    unembed = torch.zeros(d, vocab.size, dtype=torch.float64)
     unembed[:rank] = right * radius / target
 
     h, hkv, hd, f = options.n_heads, options.n_kv_heads, options.head_dim, options.mlp_hidden
@@ -220,6 +214,54 @@ def _build(options: EngineOptions) -> ModelWeights:
         final_norm=torch.ones(d),
         unembed=unembed.float(),
     )
+
+
+def _bigram_factors(vocab: Vocab, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``left`` [V, r] and ``right`` [r, V] with ``left @ right`` the best rank-r fit of the centered table.
+    The subword table's factors take seconds to compute, so they are cached on disk next to the vocabulary."""
+    path = None
+    if vocab.size > 1024:
+        from precisionbot.builtin.bpe import cache_dir, cache_key
+
+        tag = f"{cache_key(vocab.size)}-{rank}-{SUBWORD_SHARPNESS}-{SUBWORD_SMOOTHING}-{torch.__version__}"
+        path = cache_dir() / f"bigram-{vocab.name}-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.pt"
+        try:
+            cached = torch.load(path, weights_only=True)
+            return cached["left"], cached["right"]
+        except Exception:  # missing or corrupt: compute afresh
+            pass
+    table = bigram_logprobs(vocab) * (SHARPNESS if vocab.size <= 1024 else SUBWORD_SHARPNESS)
+    centered = table - table.mean(1, keepdim=True)
+    u, s, vh = _top_svd(centered, rank)
+    left = u[:, :rank] * s[:rank].sqrt()
+    right = s[:rank].sqrt()[:, None] * vh[:rank]
+    if path is not None:
+        _save(path, {"left": left.contiguous(), "right": right.contiguous()})
+    return left, right
+
+
+def _save(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """Atomic write; an unwritable cache only costs time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".bigram-", suffix=".pt")
+        os.close(fd)
+        torch.save(tensors, tmp)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _top_svd(a: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The leading ``rank`` singular triplets: exact for the byte table, randomized (seeded) for a subword
+    table, where a full SVD of [V, V] would take most of a minute on 2 cores."""
+    if a.shape[0] <= 1024:
+        u, s, vh = torch.linalg.svd(a)
+        return u, s, vh
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        u, s, v = torch.svd_lowrank(a, q=rank + 16, niter=4)
+    return u, s, v.T
 
 
 def _swa(lw: LayerWeights | GdnWeights) -> LayerWeights:

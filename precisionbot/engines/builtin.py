@@ -22,6 +22,7 @@ class BuiltinEngine(SGLangEngine):
         disable_radix_cache: bool = False,
         enable_deterministic_inference: bool = False,
         preset: str = "hybrid",
+        vocab: str = "byte",
         options: Any = None,
         batch_size: int = 8,
         concurrency: int = 4,
@@ -35,6 +36,7 @@ class BuiltinEngine(SGLangEngine):
                 disable_radix_cache=disable_radix_cache,
                 enable_deterministic_inference=enable_deterministic_inference,
                 preset=preset,
+                vocab=vocab,
             )
         self.options = options
         self.server = BuiltinServer(options, host="127.0.0.1", port=0)

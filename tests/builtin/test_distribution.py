@@ -12,9 +12,10 @@ from precisionbot.corpus import builtin_documents
 from tests.support.engine_server import running_engine
 
 
-@pytest.fixture(params=["tiny", "hybrid"])
+@pytest.fixture(params=["tiny", "hybrid", "hybrid+bpe-4096"])
 def preset_client(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
-    with running_engine(preset=request.param) as url, httpx.Client(base_url=url, timeout=300) as c:
+    preset, _, vocab = str(request.param).partition("+")
+    with running_engine(preset=preset, vocab=vocab or "byte") as url, httpx.Client(base_url=url, timeout=300) as c:
         yield c
 
 
