@@ -2,6 +2,9 @@
 
 Test-sized: 4 conversations (2 groups x 2 branches), 2 turns of 16 new tokens, prompts of 64-96 tokens.
 The builtin engine's paged cache (page_size 16) meets SGLang's cached_tokens rules; its cache faults must fail.
+These runs use the tiny dense preset (SGLang's radix rules; the hybrid preset's 64-token checkpoints need
+longer generations, tests/builtin/test_hybrid.py covers its mamba rules); the deterministic profile runs the
+engine with ``--enable-deterministic-inference``, as SGLang's does.
 """
 
 from __future__ import annotations
@@ -44,7 +47,13 @@ P, F = Verdict.PASS, Verdict.FAIL
 
 
 def _run(suite: SuiteConfig, faults: Sequence[str] = (), profile: str = "default") -> CheckRun:
-    engine = BuiltinEngine(faults=faults, batch_size=4, concurrency=2)
+    engine = BuiltinEngine(
+        faults=faults,
+        preset="tiny",
+        enable_deterministic_inference=profile == "deterministic",
+        batch_size=4,
+        concurrency=2,
+    )
     try:
         return run_suite(engine, CONFIG, suite, profile=profile)
     finally:
@@ -105,7 +114,8 @@ def test_the_sglang_unified_suite_runs_from_the_command_line(tmp_path: Path) -> 
     out, config = tmp_path / "out", tmp_path / "precision.yml"
     # A config refines the preset (the rest stays the kit's): shorter suffixes for a test-sized run.
     config.write_text("suites:\n  sglang-unified:\n    suffix_tokens: [16, 32]\n")
-    argv = ["check", "--engine", "builtin", "--suite", "sglang-unified", "--samples", "3", "--max-new-tokens", "6"]
+    argv = ["check", "--engine", "builtin", "--model-preset", "tiny", "--suite", "sglang-unified", "--samples", "3"]
+    argv += ["--max-new-tokens", "6"]
     code = main([*argv, "--prompt-tokens", "48", "--config", str(config), "--out", str(out), "--quiet"])
     result = json.loads((out / "result.json").read_text())
     assert code == 0, result
