@@ -123,21 +123,29 @@ def test_a_forged_pass_with_a_failing_step_is_caught_and_diagnosed() -> None:
 
 
 @pytest.mark.slow
-def test_the_builtin_short_decode_window_fails_match_at_a_small_window() -> None:
+@pytest.mark.parametrize("faults", [(), ("swa-decode-window",)], ids=["clean", "swa-decode-window"])
+def test_the_builtin_short_decode_window_fails_match_at_a_small_window(faults: tuple[str, ...]) -> None:
+    # Production numerics, W = 64, 4 samples x 128 tokens: 64 compared positions on each side of the edge.
     from precisionbot.builtin import EngineOptions, parse_fault
     from precisionbot.engines.builtin import BuiltinEngine
 
     suite = dataclasses.replace(
         CONFIG.suite("consistency"), checks=("match",), samples=4, max_new_tokens=128, prompt_tokens=(64, 96)
     )
-    options = EngineOptions(faults=(parse_fault("swa-decode-window"),), sliding_window_size=64)
+    options = EngineOptions(faults=tuple(parse_fault(f) for f in faults), sliding_window_size=64)
     engine = BuiltinEngine(options=options, batch_size=4, concurrency=1)
     try:
         run = run_suite(engine, CONFIG, suite)
     finally:
         engine.close()
     (match,) = run.result.checks
+    assert match.stats["window_step"]["window"] == 64 and match.stats["window_step"]["samples"] == 4
+    assert match.stats["mean_k3"] < CONFIG.thresholds_for(None, None, "default").kl_div  # the level passes
+    codes = [d.code for d in diagnose(run.result.checks, engine=run.result.environment)]
+    if not faults:
+        assert match.verdict is Verdict.PASS, match.reasons
+        assert "window_handoff" not in codes
+        return
     assert match.verdict is Verdict.FAIL, match.reasons
-    assert match.stats["mean_k3"] < CONFIG.thresholds_for(None, None, "default").kl_div  # caught by the step
-    assert match.stats["window_step"]["window"] == 64
-    assert "window_handoff" in [d.code for d in diagnose(run.result.checks, engine=run.result.environment)]
+    assert "sliding window's edge (generated token 64)" in match.reasons[0]
+    assert "window_handoff" in codes
