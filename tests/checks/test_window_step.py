@@ -18,6 +18,7 @@ from precisionbot.checks.compare import AlignedSample, compare
 from precisionbot.checks.window_step import (
     MIN_SIDE,
     STEP_RATIO,
+    WindowStep,
     judge_window_step,
     sample_ratio,
     scaled_error,
@@ -26,7 +27,7 @@ from precisionbot.checks.window_step import (
 )
 from precisionbot.config import Config, ThresholdsConfig
 from precisionbot.report.diagnosis import diagnose
-from precisionbot.results import EngineInfo, RunResult, Verdict
+from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult, Verdict
 from precisionbot.verification import verify_run
 
 W = 256
@@ -56,17 +57,17 @@ def _samples(n: int, step: float, *, generated: int = 2 * W, seed: int = 0) -> l
     return out
 
 
-def _match(samples: Sequence[AlignedSample]) -> tuple[object, object]:
+def _match(samples: Sequence[AlignedSample]) -> tuple[CheckResult, PositionRecord]:
     limits = CONFIG.thresholds_for(None, None, "default").for_check("match")
     out = compare("match", samples, limits)
     assert out.record is not None
     return out.result, out.record
 
 
-def _steps(samples: Sequence[AlignedSample], window: int = W) -> tuple[object, ...]:
+def _steps(samples: Sequence[AlignedSample], window: int = W) -> tuple[WindowStep, ...]:
     _, record = _match(samples)
     prompts = {s.sample: s.prompt_tokens for s in samples}
-    return window_steps(record.sample, record.position, record.lp_ref, record.lp_test, prompts, window)  # type: ignore[attr-defined]
+    return window_steps(record.sample, record.position, record.lp_ref, record.lp_test, prompts, window)
 
 
 def test_a_clean_run_does_not_step_and_a_doubled_error_does() -> None:
@@ -95,19 +96,19 @@ def test_the_scaled_error_discounts_confident_text() -> None:
 
 def test_match_fails_with_a_reason_and_the_statistic_kept() -> None:
     result, record = _match(_samples(8, 3.0))
-    assert result.verdict is Verdict.PASS  # type: ignore[attr-defined]
-    judged = judge_window_step(result, record, W)  # type: ignore[arg-type]
+    assert result.verdict is Verdict.PASS
+    judged = judge_window_step(result, record, W)
     assert judged.verdict is Verdict.FAIL
     assert "sliding window's edge (generated token 256)" in judged.reasons[0]
     assert judged.stats["window_step"]["stepped"] > 4
     clean, clean_record = _match(_samples(8, 1.0))
-    kept = judge_window_step(clean, clean_record, W)  # type: ignore[arg-type]
+    kept = judge_window_step(clean, clean_record, W)
     assert kept.verdict is Verdict.PASS and kept.stats["window_step"]["samples"] == 8
 
 
 def test_a_forged_pass_with_a_failing_step_is_caught_and_diagnosed() -> None:
     result, record = _match(_samples(8, 3.0))
-    judged = judge_window_step(result, record, W)  # type: ignore[arg-type]
+    judged = judge_window_step(result, record, W)
     forged = dataclasses.replace(judged, verdict=Verdict.PASS)
     run = RunResult.from_checks(
         [forged],
