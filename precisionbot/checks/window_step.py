@@ -128,7 +128,7 @@ def window_steps(
 
 def judge_window_step(check: CheckResult, record: PositionRecord, window: int) -> CheckResult:
     """Keep the rule's statistic in ``stats["window_step"]`` (the edge with the most stepping samples) and
-    turn a PASS into FAIL when it fails. A FAIL or INCONCLUSIVE stays as it is."""
+    turn a PASS into FAIL when it fails (a FAIL gets the reason added; an INCONCLUSIVE stays as it is)."""
     prompts = {s.sample: s.prompt_tokens for s in check.samples}
     steps = window_steps(record.sample, record.position, record.lp_ref, record.lp_test, prompts, window)
     if not steps:
@@ -137,4 +137,6 @@ def judge_window_step(check: CheckResult, record: PositionRecord, window: int) -
     stats = {**check.stats, "window_step": worst.as_stats()}
     if check.verdict is Verdict.PASS and worst.fails:
         return replace(check, verdict=Verdict.FAIL, stats=stats, reasons=(worst.reason(), *check.reasons[1:]))
+    if check.verdict is Verdict.FAIL and worst.fails:
+        return replace(check, stats=stats, reasons=(*check.reasons, worst.reason()))
     return replace(check, stats=stats)

@@ -104,6 +104,9 @@ def test_match_fails_with_a_reason_and_the_statistic_kept() -> None:
     clean, clean_record = _match(_samples(8, 1.0))
     kept = judge_window_step(clean, clean_record, W)
     assert kept.verdict is Verdict.PASS and kept.stats["window_step"]["samples"] == 8
+    failed = dataclasses.replace(result, verdict=Verdict.FAIL, reasons=("max per-token k3 0.6 exceeds 0.5",))
+    both = judge_window_step(failed, record, W)
+    assert both.reasons[0].startswith("max per-token") and "window's edge" in both.reasons[1]
 
 
 def test_a_forged_pass_with_a_failing_step_is_caught_and_diagnosed() -> None:
