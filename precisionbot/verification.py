@@ -7,7 +7,8 @@ in it is a claim. :func:`verify_run` keeps what the claims cannot forge:
 * a check that claims PASS is judged again from its own ``stats`` (and ``cache``) with the thresholds the
   trusted side loaded (``report --config`` / ``github comment --config``, the base branch's config in the
   example workflow), by the same rules the check used: ``checks.compare.judge`` and ``judge_against_match``
-  for the consistency helpers, ``baselines.judge.stat_fails`` for ``golden``. A PASS those rules reject, a
+  for the consistency helpers (and ``checks.window_step.step_fails`` on ``stats.window_step``, when kept),
+  ``baselines.judge.stat_fails`` for ``golden``. A PASS those rules reject, a
   field that is missing or not a finite number, zero compared positions, too few cache hits, or a check
   with no rule here becomes INCONCLUSIVE with a reason naming the field;
 * a claimed FAIL or INCONCLUSIVE is kept as it is: the PR side can always make its own run fail, so a
@@ -33,6 +34,7 @@ from precisionbot import metrics
 from precisionbot.baselines.judge import stat_fails
 from precisionbot.checks.compare import CACHE_HELPERS, judge, judge_against_match
 from precisionbot.checks.consistency import MIN_KEPT_FRACTION
+from precisionbot.checks.window_step import step_fails
 from precisionbot.config import ThresholdsConfig, ThresholdSet
 from precisionbot.noise import NoiseBand
 from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
@@ -97,6 +99,7 @@ def _consistency(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
     verdict, reasons = judge({**stats, **clean}, limits)
     if verdict is not Verdict.PASS:
         raise _Contradiction(f"stats: {reasons[0]}")
+    _window_step(stats)
     if check.name in CACHE_HITS:
         cache = check.cache
         if cache is None or not 0 < cache.total < 2**63 or not 0 <= cache.kept <= cache.total:
@@ -113,6 +116,24 @@ def _consistency(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
             )
             if judged.verdict is Verdict.FAIL:
                 raise _Contradiction(f"stats.median_sample_mean_k3: {judged.reasons[0]}")
+
+
+def _window_step(stats: Mapping[str, Any]) -> None:
+    """``match``'s window-step rule (``checks.window_step``) from its kept counts. It can turn a PASS into
+    FAIL from positions, not from the other stats, so a forged PASS that drops ``stats.window_step`` is not
+    caught here; the ``.npz`` cross-check below pins the arrays, not this rule (it needs the engine's
+    ``sliding_window_size``, which the result's environment claims too)."""
+    step = stats.get("window_step")
+    if step is None:
+        return
+    if not isinstance(step, Mapping):
+        raise _Contradiction("stats.window_step is not an object")
+    where = "stats.window_step"
+    samples, stepped = _count(step, "samples", where=where), _count(step, "stepped", where=where)
+    if stepped > samples:
+        raise _Contradiction(f"{where}.stepped ({stepped}) exceeds samples ({samples})")
+    if step_fails(samples, stepped):
+        raise _Contradiction(f"{where}: {stepped} of {samples} samples step at the sliding window's edge")
 
 
 def _golden(check: CheckResult, limits: ThresholdSet, match: CheckResult | None) -> None:

@@ -11,6 +11,7 @@ from precisionbot.checks.compare import CACHE_HELPERS, CheckOutput, judge_agains
 from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
 from precisionbot.checks.registry import CHECKS
 from precisionbot.checks.vs_main import apply_vs_main
+from precisionbot.checks.window_step import judge_window_step
 from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
 from precisionbot.errors import EngineError
@@ -44,6 +45,18 @@ def relate_to_match(outputs: list[CheckOutput], limits: ThresholdSet) -> list[Ch
     return [
         dataclasses.replace(o, result=judge_against_match(o.result, match, limits))
         if o.result.name in CACHE_HELPERS
+        else o
+        for o in outputs
+    ]
+
+
+def apply_window_step(outputs: list[CheckOutput], window: object) -> list[CheckOutput]:
+    """``match`` judged by the window-step rule when the engine reports a sliding window (``window_step``)."""
+    if not isinstance(window, int) or isinstance(window, bool) or window < 2:
+        return outputs
+    return [
+        dataclasses.replace(o, result=judge_window_step(o.result, o.record, window))
+        if o.result.name == "match" and o.record is not None
         else o
         for o in outputs
     ]
@@ -124,6 +137,7 @@ def run_suite(
         environment.update({k: server.raw[k] for k in ENGINE_ARGS_KEPT if k in server.raw})
     except EngineError:
         pass  # already reflected in the checks' verdicts
+    outputs = apply_window_step(outputs, environment.get("sliding_window_size"))
     result = RunResult.from_checks(
         (o.result for o in outputs),
         signature=signature_for(ctx),

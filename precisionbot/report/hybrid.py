@@ -10,7 +10,8 @@ A hybrid engine (SGLang with mamba / linear-attention layers and sliding-window 
   (a stale checkpoint, a shifted conv window, a state restored into the wrong slot);
 * ``window_handoff``: the divergence starts mid-generation where the sliding window fills — the generated
   tokens or the whole context reaching ``sliding_window_size`` — so the hand-off from "every key" to "the last
-  W keys" (or the decode kernel's ring buffer) is wrong.
+  W keys" (or the decode kernel's ring buffer) is wrong; or ``match``'s window-step rule failed (the
+  logprob error steps up at the window's edge in most samples: ``stats.window_step``).
 
 Pure: data in, findings appended; no I/O.
 """
@@ -20,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from precisionbot.fmt import count
+from precisionbot.checks.window_step import step_fails
+from precisionbot.fmt import count, sig
 from precisionbot.results import CheckResult, Diagnosis, Verdict
 
 WINDOW_EARLY_TOKENS = 16
@@ -34,10 +36,36 @@ def _int(engine: Mapping[str, Any], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def _stepped(c: CheckResult, window: int, out: list[Diagnosis]) -> bool:
+    """``window_handoff`` from the window-step rule (``checks.window_step``): where k3 rises, not its onset
+    (under production noise a one-key window error rarely crosses the onset threshold right at the edge)."""
+    step = c.stats.get("window_step")
+    if not isinstance(step, Mapping):
+        return False
+    samples, stepped = step.get("samples"), step.get("stepped")
+    if not isinstance(samples, int) or not isinstance(stepped, int) or not step_fails(samples, stepped):
+        return False
+    where = "generated token" if step.get("edge") == "generated" else "context length"
+    ratio = step.get("median_ratio")
+    shown = f"{sig(ratio)}x" if isinstance(ratio, (int, float)) else "a step"
+    out.append(
+        Diagnosis(
+            "window_handoff",
+            f"{c.name}: in {stepped} of {samples} samples the logprob error steps up at the sliding window's "
+            f"edge ({where} {count(window)}; median after / before {shown}): the hand-off to the window — "
+            "which keys decode keeps once the context passes it — differs from prefill's.",
+            c.name,
+        )
+    )
+    return True
+
+
 def state_and_window(
     c: CheckResult, match: CheckResult | None, engine: Mapping[str, Any], out: list[Diagnosis]
 ) -> None:
     """Appends ``recurrent_state`` and/or ``window_handoff`` when ``c`` (a failed helper) shows them."""
+    window = _int(engine, "sliding_window_size")
+    stepped = window is not None and _stepped(c, window, out)
     div = [s for s in c.samples if s.onset is not None]
     if not div:
         return
@@ -57,8 +85,7 @@ def state_and_window(
                     c.name,
                 )
             )
-    window = _int(engine, "sliding_window_size")
-    if window is None:
+    if window is None or stepped:
         return
     mid = [s for s in div if s.onset is not None and s.onset > 0 and not s.contiguous_from_first]
     at_window = [
