@@ -16,7 +16,7 @@ SMALL = [
     "--samples",
     "4",
     "--max-new-tokens",
-    "16",
+    "72",  # past the hybrid preset's first 64-token checkpoint: decode_cache_hit needs its hits
     "--prompt-tokens",
     "64..128",
     "--golden-depths",
