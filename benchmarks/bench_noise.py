@@ -124,6 +124,10 @@ def engine(args: argparse.Namespace) -> None:
         f" R = {args.reruns} main reruns, {args.prs} PR runs of each kind; {wall:.0f} s"
     )
     print(
+        "main's run-to-run spread (sd of each rerun's trimmed-mean log-ratio to main's average): "
+        + ", ".join(f"{h} {_spread(main.per_sample[h]):.3g}" for h in main.helpers)
+    )
+    print(
         f"{'helper':<18} {'alpha':>6} {'clean flagged':>14} {'noisier flagged':>16} {'noisier ratio (median)':>23} "
         f"{'mean_k3 main':>13} {'mean_k3 noisier':>16}"
     )
@@ -165,6 +169,13 @@ def engine(args: argparse.Namespace) -> None:
                     f" (largest seen {fit.largest_seen:.3g}); held-out runs over it: {over}"
                     + (f"  [{fit.refused}]" if fit.refused else "")
                 )
+
+
+def _spread(main: np.ndarray) -> float:
+    y = np.log(np.maximum(main, ns.FLOOR_K3))
+    ref = np.nanmean(y, axis=0)
+    e = [ns.trimmed_mean((row - ref)[np.isfinite(row - ref)]) for row in y]
+    return float(np.std(e, ddof=1))
 
 
 def _flags(main: np.ndarray, prs: np.ndarray | None, alpha: float, min_ratio: float) -> str:
