@@ -11,11 +11,12 @@ by every run, a whole-run effect, heavy-tailed per-sample noise; all multiplicat
 reruns exceed them.
 
 ``engine`` does the same on the builtin engine: main's noise is the fault(s) given by ``--main-fault`` (the
-builtin engine is bit-exact without one until its production numerics land; re-run this then with
-``--main-fault`` empty), clean PRs are further reruns of the same engine, and the noisier PR adds
-``--pr-fault`` on top (a second engine instance), and planted shifts multiply the clean PR runs' per-sample
-mean k3 by each ``--scale`` factor (main's real noise, a known doubling). It prints each helper's measured
-ratio, how often the rule flags it, and the suggested thresholds' held-out flake rate.
+builtin engine's production numerics rerun bit-identically, so ``--main-fault ''`` gives a zero run-to-run
+spread; ``nondeterministic``, the default, adds run-to-run noise on top of them), clean PRs are further
+reruns of the same engine, and the noisier PR adds ``--pr-fault`` on top (a second engine instance), and
+planted shifts multiply the clean PR runs' per-sample mean k3 by each ``--scale`` factor (main's real noise,
+a known doubling). It prints each helper's measured ratio, how often the rule flags it, and the suggested
+thresholds' held-out flake rate.
 """
 
 from __future__ import annotations
