@@ -11,11 +11,12 @@ by every run, a whole-run effect, heavy-tailed per-sample noise; all multiplicat
 reruns exceed them.
 
 ``engine`` does the same on the builtin engine: main's noise is the fault(s) given by ``--main-fault`` (the
-builtin engine is bit-exact without one until its production numerics land; re-run this then with
-``--main-fault`` empty), clean PRs are further reruns of the same engine, and the noisier PR adds
-``--pr-fault`` on top (a second engine instance), and planted shifts multiply the clean PR runs' per-sample
-mean k3 by each ``--scale`` factor (main's real noise, a known doubling). It prints each helper's measured
-ratio, how often the rule flags it, and the suggested thresholds' held-out flake rate.
+builtin engine's production numerics rerun bit-identically, so ``--main-fault ''`` gives a zero run-to-run
+spread; ``nondeterministic``, the default, adds run-to-run noise on top of them), clean PRs are further
+reruns of the same engine, and the noisier PR adds ``--pr-fault`` on top (a second engine instance), and
+planted shifts multiply the clean PR runs' per-sample mean k3 by each ``--scale`` factor (main's real noise,
+a known doubling). It prints each helper's measured ratio, how often the rule flags it, and the suggested
+thresholds' held-out flake rate.
 """
 
 from __future__ import annotations
@@ -124,6 +125,10 @@ def engine(args: argparse.Namespace) -> None:
         f" R = {args.reruns} main reruns, {args.prs} PR runs of each kind; {wall:.0f} s"
     )
     print(
+        "main's run-to-run spread (sd of each rerun's trimmed-mean log-ratio to main's average): "
+        + ", ".join(f"{h} {_spread(main.per_sample[h]):.3g}" for h in main.helpers)
+    )
+    print(
         f"{'helper':<18} {'alpha':>6} {'clean flagged':>14} {'noisier flagged':>16} {'noisier ratio (median)':>23} "
         f"{'mean_k3 main':>13} {'mean_k3 noisier':>16}"
     )
@@ -165,6 +170,13 @@ def engine(args: argparse.Namespace) -> None:
                     f" (largest seen {fit.largest_seen:.3g}); held-out runs over it: {over}"
                     + (f"  [{fit.refused}]" if fit.refused else "")
                 )
+
+
+def _spread(main: np.ndarray) -> float:
+    y = np.log(np.maximum(main, ns.FLOOR_K3))
+    ref = np.nanmean(y, axis=0)
+    e = [ns.trimmed_mean((row - ref)[np.isfinite(row - ref)]) for row in y]
+    return float(np.std(e, ddof=1))
 
 
 def _flags(main: np.ndarray, prs: np.ndarray | None, alpha: float, min_ratio: float) -> str:

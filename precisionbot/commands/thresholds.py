@@ -146,12 +146,13 @@ def _suggest(args: argparse.Namespace) -> int:
     refused = [(h, s, f) for h, per in fits.items() for s, f in per.items() if f.threshold is None]
     for h, s, f in refused:
         print(f"precisionbot: {h} {s}: {f.refused}", file=sys.stderr)
-    if refused:
-        reruns = min(f.reruns for _h, _s, f in refused)
+    short = [(h, s, f) for h, s, f in refused if f.reruns < f.needed_reruns]
+    if short:
+        reruns = min(f.reruns for _h, _s, f in short)
         best = gates / (EXTRAPOLATION * reruns) if reruns else math.inf
         print(
             f"precisionbot: {reruns} reruns support --flake-rate {plain(best)} or more over these {gates} gates; "
-            f"--flake-rate {plain(args.flake_rate)} needs {max(f.needed_reruns for _h, _s, f in refused)} reruns",
+            f"--flake-rate {plain(args.flake_rate)} needs {max(f.needed_reruns for _h, _s, f in short)} reruns",
             file=sys.stderr,
         )
     return 2 if refused else 0

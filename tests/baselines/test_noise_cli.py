@@ -30,10 +30,13 @@ suites:
     golden: {top_k: 5, context_depths: [64], decode_steps: 4}
 """
 
+TINY = ("--model-preset", "tiny")
+"""The dense preset: a hybrid engine's decode_cache_hit needs 64+ new tokens (checkpoints every 64) to judge."""
+
 
 def _check(config: Path, store: Path, out: Path, *faults: str) -> dict[str, dict[str, object]]:
     flags = [x for f in faults for x in ("--fault", f)]
-    argv = ["check", "--engine", "builtin", *flags, "--config", str(config), "--baseline-store", str(store)]
+    argv = ["check", "--engine", "builtin", *TINY, *flags, "--config", str(config), "--baseline-store", str(store)]
     main([*argv, "--out", str(out), "--quiet"])
     return {c["name"]: c for c in json.loads((out / "result.json").read_text())["checks"]}
 
@@ -41,7 +44,7 @@ def _check(config: Path, store: Path, out: Path, *faults: str) -> dict[str, dict
 def test_helpers_are_judged_against_mains_reruns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config, store = tmp_path / "precision.yml", tmp_path / "store"
     config.write_text(CONFIG)
-    record = ["baseline", "record", "--engine", "builtin", "--fault", "nondeterministic", "--store", str(store)]
+    record = ["baseline", "record", "--engine", "builtin", *TINY, "--fault", "nondeterministic", "--store", str(store)]
     assert main([*record, "--config", str(config)]) == 0
     assert "helper reruns: match x5, prefill_cache_hit x5, decode_cache_hit x5" in capsys.readouterr().out
     (helpers_npz,) = store.rglob("helpers.npz")
@@ -81,7 +84,7 @@ def test_helpers_are_judged_against_mains_reruns(tmp_path: Path, capsys: pytest.
     # A corrupt helper baseline is an error naming the object, never a silently skipped rule.
     config.write_text(CONFIG)
     helpers_npz.write_bytes(helpers_npz.read_bytes()[:-64])
-    argv = ["check", "--engine", "builtin", "--fault", "nondeterministic", "--config", str(config)]
+    argv = ["check", "--engine", "builtin", *TINY, "--fault", "nondeterministic", "--config", str(config)]
     assert main([*argv, "--baseline-store", str(store), "--out", str(tmp_path / "corrupt"), "--quiet"]) == 3
     err = capsys.readouterr().err
     assert "helpers.npz" in err and "sha256" in err

@@ -132,3 +132,11 @@ def test_suggest_refuses_what_the_reruns_cannot_support() -> None:
     assert ns.reruns_needed(0.01) == 10 and ns.reruns_needed(0.5) == ns.MIN_RERUNS + 2
     zeros = ns.suggest([0.0, 1e-4, 2e-4, 0.0, 3e-4], 0.1)
     assert zeros.threshold is None and "2 of 5 reruns are 0" in (zeros.refused or "")
+
+
+def test_suggest_refuses_bit_identical_reruns() -> None:
+    # The builtin engine's production numerics rerun bit-identically (benchmarks/RESULTS.md): a fit would put
+    # the threshold at the value itself, failing any change at all.
+    same = ns.suggest([2.1e-5] * 12, 0.01)
+    assert same.threshold is None and "bit-identically" in (same.refused or "") and "12 reruns" in (same.refused or "")
+    assert ns.suggest([2.1e-5] * 11 + [2.2e-5], 0.01).threshold is not None
