@@ -9,18 +9,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from precisionbot.results import CHECK_NAMES
+
 PREFIX = "/precision"
 VERBS = ("rerun", "baseline", "help")
 KEYS = {"rerun": ("models", "checks", "samples", "sha"), "baseline": ("models", "sha"), "help": ()}
-CHECK_NAMES = (
-    "match",
-    "prefill_cache_hit",
-    "decode_cache_hit",
-    "golden",
-    "batch_invariance",
-    "layers",
-    "cache_consistency",
-)
 MAX_SAMPLES = 4096
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@/-]*$")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
