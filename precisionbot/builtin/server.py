@@ -78,6 +78,9 @@ class Engine:
             "enable_deterministic_inference": o.enable_deterministic_inference
             and not any(f.name in ("nondeterministic", "batch-variant") for f in o.faults),
             "model_preset": o.preset,
+            # The builtin model's "revision": another preset or vocabulary is another model, so a golden
+            # baseline of one is never compared with the other (the signature reads ``revision``).
+            "revision": f"{o.preset}-{self.vocab.name}",
             **(_hybrid_info(o) if o.is_hybrid else {}),
             "random_seed": o.seed,
             "faults": o.fault_specs(),

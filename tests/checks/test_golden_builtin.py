@@ -17,9 +17,11 @@ import pytest
 
 from precisionbot import corpus
 from precisionbot.baselines import Store, list_runs, new_run_id, now_utc, open_store, write_run
+from precisionbot.baselines.produce import golden_signature
 from precisionbot.checks.compare import CheckOutput
 from precisionbot.checks.golden import GoldenTarget, compare_golden, load_golden, record_golden
 from precisionbot.config import GoldenOptions, GoldenThresholds
+from precisionbot.engines.base import ServerInfo
 from precisionbot.engines.builtin import BuiltinEngine
 from precisionbot.results import Verdict
 from tests.support.engine_server import engine_options
@@ -150,3 +152,19 @@ def test_noise_band_absorbs_nondeterminism_and_still_fails_fp8(tmp_path: Path) -
     assert sorted(good.stats["producers"]) == ["run-a", "run-b"]
     bad = _check(store, "attn-p-fp8").result
     assert bad.verdict is Verdict.FAIL and any("noise band" in r for r in bad.reasons), bad.reasons
+
+
+def test_another_builtin_preset_is_another_golden_signature() -> None:
+    """A baseline recorded on one preset (or vocabulary) is "no baseline" for another, never a false FAIL."""
+
+    def digest(preset: str, vocab: str = "byte") -> str:
+        engine = BuiltinEngine(preset=preset, vocab=vocab)
+        try:
+            info = engine.server_info().raw
+        finally:
+            engine.close()
+        return golden_signature(
+            ServerInfo.from_raw(info), model="builtin", corpus="c", options=GoldenOptions(), docs_per_kind=1
+        ).digest
+
+    assert len({digest("tiny"), digest("hybrid"), digest("hybrid", "bpe-4096")}) == 3
