@@ -321,33 +321,18 @@ def suggest(values: Sequence[float] | npt.ArrayLike, rate: float) -> Suggestion:
     logs = np.log(x)
     mu = float(np.mean(logs))
     sigma = float(np.std(logs, ddof=1)) if n > 1 else math.nan
+    refusal = None
     if n > 1 and bool(np.all(x == x[0])):
         # A run-to-run deterministic engine (the builtin one's production numerics, any deterministic mode):
         # a fit would put the threshold at the value itself, so any change at all would fail it.
-        return Suggestion(
-            n,
-            rate,
-            None,
-            None,
-            largest,
-            mu,
-            sigma,
-            need,
+        refusal = (
             f"all {n} reruns gave {largest:.3g}: main reruns bit-identically, so there is no run-to-run noise to"
-            " fit (keep the absolute thresholds)",
+            " fit (keep the absolute thresholds)"
         )
-    if n < need:
-        return Suggestion(
-            n,
-            rate,
-            None,
-            None,
-            largest,
-            mu,
-            sigma,
-            need,
-            f"{n} reruns cannot support a rate of {rate:.2g} per run (needs {need})",
-        )
+    elif n < need:
+        refusal = f"{n} reruns cannot support a rate of {rate:.2g} per run (needs {need})"
+    if refusal is not None:
+        return Suggestion(n, rate, None, None, largest, mu, sigma, need, refusal)
     point = math.exp(mu + z_ppf(1.0 - rate) * sigma)
     bound = math.exp(mu + tolerance_factor(n, 1.0 - rate) * sigma)
     return Suggestion(n, rate, bound, point, largest, mu, sigma, need)
