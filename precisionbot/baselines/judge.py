@@ -3,8 +3,9 @@
 Rules (ARCHITECTURE §3.2–3.3, kern): a *confident flip* (top-1 changed at a baseline margin above the band's
 largest flip margin, or above ``confident_flip_margin`` with no band) fails; with a band, KL p50/p99 or a
 margin bucket's flip rate above ``band_factor ×`` the band's fails; with no band (one producer) or a zero band
-(a deterministic build) the fixed thresholds rule: any position's KL above ``logit_kl`` fails (kern's
-``--logit-kl``), and so does a sample whose
+(a deterministic build) the fixed thresholds rule: the per-position KL's 99.9th percentile above ``logit_kl``
+fails (more than 0.1 % of positions over it; ``logit_kl_stat: max`` is kern's ``--logit-kl``, any position), and
+so does a sample whose
 max |Δ| over shared top-k ids exceeds ``max_abs_delta`` when that is set (``test_logprobs.py``'s 1e-5 rule).
 Always: a systematic drift of the corpus tokens' mean logprob beyond ``max_nll_increase`` (and 4 block
 standard errors) fails, the perplexity-style signal that catches a small bias spread over every position.
