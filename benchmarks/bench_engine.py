@@ -54,13 +54,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     parser.add_argument("--preset", default="hybrid", choices=("hybrid", "tiny"))
     parser.add_argument("--enable-deterministic-inference", action="store_true")
-    parser.add_argument("--vocab", default="byte", choices=("byte", "bpe-4096"))
+    parser.add_argument("--vocab", default=None, choices=("byte", "bpe-4096"), help="default: the preset's")
     args = parser.parse_args()
     scale = 4 if args.quick else 1
     options = EngineOptions(
         preset=args.preset, enable_deterministic_inference=args.enable_deterministic_inference, vocab=args.vocab
     )
-    vocab = vocab_for(args.vocab)
+    vocab = vocab_for(options.vocab_name)
     t0 = time.perf_counter()
     with BuiltinServer(options) as server, httpx.Client(base_url=server.url, timeout=3600) as c:
         print(f"engine start (vocabulary {vocab.name}, weights, health): {time.perf_counter() - t0:.1f} s\n")

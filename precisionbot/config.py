@@ -210,12 +210,21 @@ class SuiteConfig:
         return {k: getattr(self, k) for k in keys if getattr(self, k) != getattr(d, k)}
 
 
+LOGIT_KL_STATS = ("p999", "max")
+"""What ``golden.logit_kl`` bounds: the per-position KL's 99.9th percentile, or its max."""
+
+
 @dataclass(frozen=True)
 class GoldenThresholds:
     band_factor: float = 2.0
     """A band statistic (flip rate, KL p50/p99) fails when above ``band_factor ×`` the band's value."""
     logit_kl: float = 0.01
     """KL (nats) per position allowed when there is no band (one producer), as in kern's ``--logit-kl``."""
+    logit_kl_stat: str = "p999"
+    """Which per-position KL statistic ``logit_kl`` bounds: ``p999`` (the 99.9th percentile, lower: at most 0.1 %
+    of positions may exceed it, llama.cpp's 99.9 % KLD column) or ``max`` (every position, kern's rule). Production
+    noise has outliers (llama.cpp: max KLD 0.012 between BF16 and FP16 LLaMA-3-8B), so a max rule false-alarms
+    on a large corpus while a bug moves hundreds of positions."""
     confident_flip_margin: float = 1.0
     """With no band, a top-1 flip at a baseline margin above this (nats) is a confident flip."""
     max_abs_delta: float | None = None
@@ -272,7 +281,12 @@ DEFAULT_PROFILES: Mapping[str, ThresholdSet] = {
         cache_vs_match_factor=1.0,
         cache_vs_match_floor_k3=1e-9,
         golden=GoldenThresholds(
-            band_factor=1.0, logit_kl=1e-9, confident_flip_margin=0.0, max_abs_delta=1e-5, max_nll_increase=1e-9
+            band_factor=1.0,
+            logit_kl=1e-9,
+            logit_kl_stat="max",
+            confident_flip_margin=0.0,
+            max_abs_delta=1e-5,
+            max_nll_increase=1e-9,
         ),
     ),
 }

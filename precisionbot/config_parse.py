@@ -13,6 +13,7 @@ from precisionbot.config import (
     DEFAULT_SUITES,
     ENGINE_KINDS,
     LAUNCH_PLACEHOLDERS,
+    LOGIT_KL_STATS,
     PERMISSION_LEVELS,
     PROFILES,
     RUNNER_KINDS,
@@ -245,6 +246,7 @@ def _parse_set(r: Reader, base: ThresholdSet, extra: frozenset[str] = frozenset(
         golden=GoldenThresholds(
             band_factor=g.positive_float("band_factor", base.golden.band_factor),
             logit_kl=g.positive_float("logit_kl", base.golden.logit_kl),
+            logit_kl_stat=g.choice("logit_kl_stat", base.golden.logit_kl_stat, LOGIT_KL_STATS),
             confident_flip_margin=g.nonneg_float("confident_flip_margin", base.golden.confident_flip_margin),
             max_abs_delta=g.opt_positive_float("max_abs_delta", mad),
             max_nll_increase=g.opt_positive_float("max_nll_increase", base.golden.max_nll_increase),

@@ -28,8 +28,8 @@ def add_engine_flags(parser: Any) -> None:
         "--vocab",
         choices=VOCABS,
         default=None,
-        help="builtin engine vocabulary: byte (default, 258 tokens) or bpe-4096 (a byte-level BPE of 4096 "
-        "subwords trained on the builtin text, cached in ~/.cache/precisionbot)",
+        help="builtin engine vocabulary: bpe-4096 (the hybrid preset's default: a byte-level BPE of 4096 "
+        "subwords trained on the builtin text, cached in ~/.cache/precisionbot) or byte (258 tokens, tiny's)",
     )
 
 
@@ -38,7 +38,7 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "enable_deterministic_inference": bool(getattr(args, "enable_deterministic_inference", False)),
         "preset": getattr(args, "model_preset", None) or "hybrid",
-        "vocab": getattr(args, "vocab", None) or "byte",
+        "vocab": getattr(args, "vocab", None),
     }
 
 

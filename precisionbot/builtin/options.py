@@ -49,9 +49,10 @@ and sliding-window attention, like Qwen3-Next / Kimi-Linear style hybrids; ``tin
 layers the fast unit tests use where the hybrid layers are not the point."""
 
 VOCABS = ("byte", "bpe-4096")
-"""Vocabularies (``EngineOptions.vocab``): the 258-entry byte tokenizer (default) or the 4096-token byte-level
-BPE (bpe.py) whose realistic tail exercises golden's top-k + rest KL. The bpe vocabulary becomes the hybrid
-preset's default once the fault catalogue is recalibrated on it."""
+"""Vocabularies (``EngineOptions.vocab``): the 258-entry byte tokenizer or the 4096-token byte-level BPE
+(bpe.py) whose realistic tail exercises golden's top-k + rest KL."""
+PRESET_VOCABS = {"hybrid": "bpe-4096", "tiny": "byte"}
+"""Each preset's vocabulary unless ``vocab`` says otherwise: the fast unit tests keep bytes."""
 
 _VALUED = {"mantissa": (1, 23), "state-mantissa": (1, 23)}
 """Faults that need ``=VALUE``, with the inclusive integer range of the value."""
@@ -121,8 +122,9 @@ class EngineOptions:
     disable_radix_cache: bool = False
     """No prefix reuse at all (every request reports ``cached_tokens`` 0)."""
     faults: tuple[Fault, ...] = ()
-    vocab: str = "byte"
-    """Vocabulary (``VOCABS``): ``byte`` (258 tokens) or ``bpe-4096`` (subwords with byte fallback, bpe.py)."""
+    vocab: str | None = None
+    """Vocabulary (``VOCABS``): ``byte`` (258 tokens) or ``bpe-4096`` (subwords with byte fallback, bpe.py);
+    None = the preset's (``PRESET_VOCABS``). ``vocab_name`` is the one in use."""
     """Switched-on faults (several at once allowed)."""
     dtype: str = "bfloat16"
     """Activation and KV-cache dtype, ``bfloat16`` (default, like production engines) or ``float32``."""
@@ -161,7 +163,7 @@ class EngineOptions:
             raise ConfigError("head_dim must be even, n_layers and max_running_requests >= 1")
         if self.preset not in PRESETS:
             raise ConfigError(f"preset must be one of {', '.join(PRESETS)} (got {self.preset!r})")
-        if self.vocab not in VOCABS:
+        if self.vocab is not None and self.vocab not in VOCABS:
             raise ConfigError(f"vocab must be one of {', '.join(VOCABS)} (got {self.vocab!r})")
         if self.sliding_window_size < 2 or self.mamba_track_interval < 1:
             raise ConfigError("sliding_window_size must be >= 2 and mamba_track_interval >= 1")
@@ -184,6 +186,10 @@ class EngineOptions:
     def layer_kinds(self) -> tuple[str, ...]:
         """``full``, ``swa`` or ``gdn`` per layer (``tiny`` has ``n_layers`` full-attention layers)."""
         return ("full",) * self.n_layers if self.preset == "tiny" else PRESETS[self.preset]
+
+    @property
+    def vocab_name(self) -> str:
+        return self.vocab or PRESET_VOCABS[self.preset]
 
     @property
     def is_hybrid(self) -> bool:

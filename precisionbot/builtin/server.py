@@ -44,7 +44,7 @@ class Engine:
         self.options = options
         device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.device = torch.device(device)
-        self.vocab = vocab_for(options.vocab)
+        self.vocab = vocab_for(options.vocab_name)
         model = Model(options, build_weights(options), options.kv_pool_tokens, self.device)
         self.scheduler = Scheduler(options, model, self.vocab)
 

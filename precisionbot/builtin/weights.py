@@ -126,7 +126,7 @@ _WEIGHTS_CACHE: dict[tuple[object, ...], ModelWeights] = {}
 def build_weights(options: EngineOptions) -> ModelWeights:
     """Weights for ``options`` (float32 tensors on CPU; the model moves and rounds them); cached in memory."""
     o = options
-    key = (o.seed, o.d_model, o.n_heads, o.n_kv_heads, o.head_dim, o.mlp_hidden, o.layer_kinds, o.vocab)
+    key = (o.seed, o.d_model, o.n_heads, o.n_kv_heads, o.head_dim, o.mlp_hidden, o.layer_kinds, o.vocab_name)
     if key not in _WEIGHTS_CACHE:
         _WEIGHTS_CACHE[key] = _build(options)
     return _WEIGHTS_CACHE[key]
@@ -136,7 +136,7 @@ def _build(options: EngineOptions) -> ModelWeights:
     d, rank = options.d_model, min(BIGRAM_RANK, options.d_model - 8)
     gen = torch.Generator().manual_seed(options.seed * 1_000_003 + 17)
 
-    vocab = vocab_for(options.vocab)
+    vocab = vocab_for(options.vocab_name)
     left, right = _bigram_factors(vocab, rank)
     # Every embedding row gets the same norm (a filler in the free dims), so the final RMSNorm leaves the
     # bigram part intact and the unembedding can undo the fixed scale exactly.

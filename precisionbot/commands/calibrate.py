@@ -64,12 +64,18 @@ kept in bf16 grows with decode steps; whether it crosses a threshold depends on 
 LONG_GENERATION = {"swa-decode-window": 256}
 """Variants that show only once generation passes the sliding window: they generate this many tokens past it."""
 
+MIN_GENERATION = {"cache-decode-kv-rounded": 256}
+"""Variants whose error grows with the tokens generated: they generate at least this many. ``decode_cache_hit``
+turn 2 reuses turn 1's decode-written KV up to its last 64-token checkpoint: at 64 new tokens that is 0–63
+rounded tokens, an excess over match of about 3x with bpe-4096 (under the 4x cache-vs-match rule), at 256 about
+5.6x (benchmarks/RESULTS.md)."""
+
 RERUN_BATCHES = ((8, 4), (3, 2), (1, 1), (16, 2), (5, 3))
 """(batch size, concurrency) of the clean reruns, in turn: other batch compositions, the same engine."""
 
 # (check, stat, threshold attribute path, label): the numbers each threshold gates.
 RULES = (
-    ("golden", "kl_max", "golden.logit_kl", "golden per-position KL (no band)"),
+    ("golden", "kl_p999", "golden.logit_kl", "golden per-position KL p99.9 (no band)"),
     ("golden", "confident_flips", None, "golden confident flips"),
     ("match", "mean_k3", "kl_div", "match mean_k3"),
     ("match", "max", "max_token_k3", "match max token k3"),
@@ -154,11 +160,11 @@ def _run(args: argparse.Namespace) -> int:
                 engine.close()
         for variant, label, run_suite_cfg, batching in runs:
             extra = LONG_GENERATION.get(variant)
+            least = MIN_GENERATION.get(variant, 0)
             if extra is not None:
-                window = EngineOptions().sliding_window_size
-                run_suite_cfg = dataclasses.replace(
-                    run_suite_cfg, max_new_tokens=max(run_suite_cfg.max_new_tokens, window + extra)
-                )
+                least = EngineOptions().sliding_window_size + extra
+            if run_suite_cfg.max_new_tokens < least:
+                run_suite_cfg = dataclasses.replace(run_suite_cfg, max_new_tokens=least)
             engine = BuiltinEngine(faults=(variant,) if variant else (), **flags, **batching)
             try:
                 run = run_suite(engine, config, run_suite_cfg, profile=profile, baseline_store=store.uri)
@@ -264,7 +270,7 @@ def render(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds:
                 if name in r["must_fail"]
                 else (not caught or bool(r["must_fail"]) or r.get("reported") or allowed)
             )
-            key = "kl_max" if name == "golden" else "mean_k3"
+            key = "mean_k3" if name != "golden" else "kl_max" if thresholds.golden.logit_kl_stat == "max" else "kl_p999"
             cells.append(f"{c['verdict']}{'' if ok else ' ✗'} ({key} {_fmt(c['stats'].get(key))})")
         must = "(reported)" if r.get("reported") else (", ".join(r["must_fail"]) or "-")
         lines.append(f"| {r['variant']} | {must} | " + " | ".join(cells) + " |")
@@ -287,6 +293,8 @@ def _separation_rows(
     for check, stat, path, label in RULES:
         if check not in checks:
             continue
+        if stat == "kl_p999" and thresholds.golden.logit_kl_stat == "max":
+            stat, label = "kl_max", "golden per-position KL max (no band)"
         limit = _threshold(thresholds, path)
         good = [r["checks"][check]["stats"].get(stat) for r in judged if check in r["checks"] and not r["must_fail"]]
         bad = [

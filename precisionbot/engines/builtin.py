@@ -22,7 +22,7 @@ class BuiltinEngine(SGLangEngine):
         disable_radix_cache: bool = False,
         enable_deterministic_inference: bool = False,
         preset: str = "hybrid",
-        vocab: str = "byte",
+        vocab: str | None = None,
         options: Any = None,
         batch_size: int = 8,
         concurrency: int = 4,

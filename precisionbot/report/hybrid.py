@@ -75,13 +75,17 @@ def state_and_window(
         first = [s for s in div if s.onset == 0 or s.contiguous_from_first]
         cached = [s.cached_tokens for s in div if s.cached_tokens]
         if 2 * len(first) >= len(div) and cached and all(t % interval == 0 for t in cached):
+            # A hybrid hit restores the checkpoint together with the KV pages below it (and, with a sliding
+            # window, the window's pages): from outside, a wrong state and a wrong page restored with it look
+            # alike, so the sentence names the state first and the pages as the other suspect.
+            also = "the sliding-window or KV pages restored with it" if window else "the KV pages restored with it"
             out.append(
                 Diagnosis(
                     "recurrent_state",
                     f"{c.name}: the divergence starts at the first generated token and every diverging "
                     f"sample's cache hit ends on a checkpoint boundary (cached tokens a multiple of "
-                    f"mamba_track_interval {count(interval)}): the restored recurrent/conv state is wrong — a "
-                    "stale or shifted checkpoint, or state restored into the wrong slot.",
+                    f"mamba_track_interval {count(interval)}): the state restored at the hit is wrong — a "
+                    f"stale or shifted recurrent/conv checkpoint, state restored into the wrong slot, or {also}.",
                     c.name,
                 )
             )

@@ -28,8 +28,8 @@ def test_calibrate_shows_where_golden_separates(tmp_path: Path, capsys: pytest.C
     )
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "| (clean) | - | pass (kl_max 0) |" in out
-    assert "| attn-p-fp8 | golden | fail (kl_max " in out
+    assert "| (clean) | - | pass (kl_p999 0) |" in out
+    assert "| attn-p-fp8 | golden | fail (kl_p999 " in out
     row = next(line for line in out.splitlines() if line.startswith("| golden per-position KL"))
     assert "| 0.01 | 0 |" in row and "| yes" in row
 

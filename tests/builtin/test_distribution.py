@@ -12,10 +12,10 @@ from precisionbot.corpus import builtin_documents
 from tests.support.engine_server import running_engine
 
 
-@pytest.fixture(params=["tiny", "hybrid", "hybrid+bpe-4096"])
+@pytest.fixture(params=["tiny", "hybrid", "hybrid+byte"])
 def preset_client(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
     preset, _, vocab = str(request.param).partition("+")
-    with running_engine(preset=preset, vocab=vocab or "byte") as url, httpx.Client(base_url=url, timeout=300) as c:
+    with running_engine(preset=preset, vocab=vocab or None) as url, httpx.Client(base_url=url, timeout=300) as c:
         yield c
 
 

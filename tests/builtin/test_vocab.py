@@ -37,8 +37,10 @@ def test_any_text_round_trips_through_byte_fallback() -> None:
     assert len(fox) > 1 and "\ufffd" in {vocab.token_text(i) for i in fox}
 
 
-def test_the_byte_vocabulary_stays_the_default() -> None:
-    assert vocab_for(EngineOptions().vocab) is BYTE_VOCAB
+def test_the_hybrid_preset_speaks_subwords_and_tiny_keeps_bytes() -> None:
+    assert EngineOptions().vocab_name == "bpe-4096" and EngineOptions(preset="tiny").vocab_name == "byte"
+    assert EngineOptions(vocab="byte").vocab_name == "byte"
+    assert vocab_for("byte") is BYTE_VOCAB
     assert BYTE_VOCAB.encode("ab") == [256, 97, 98]
 
 
@@ -57,7 +59,7 @@ def test_the_cache_is_written_reused_and_survives_corruption(tmp_path: Path, mon
 
 def test_the_hybrid_engine_serves_subwords() -> None:
     vocab = vocab_for("bpe-4096")
-    with running_engine(preset="hybrid", vocab="bpe-4096") as url, httpx.Client(base_url=url, timeout=120) as c:
+    with running_engine(preset="hybrid") as url, httpx.Client(base_url=url, timeout=120) as c:
         info = c.get("/server_info").json()["model_config"]
         assert (info["vocab_size"], info["vocab"], info["bos_token_id"]) == (vocab.size, "bpe-4096", vocab.bos_id)
         tok = c.post("/tokenize", json={"prompt": "The function returns", "return_token_strs": True}).json()
@@ -86,6 +88,7 @@ def test_the_vocab_flag_reaches_the_engine_options() -> None:
     add_engine_flags(parser)
     args = parser.parse_args(["--vocab", "bpe-4096"])
     assert given(args) and EngineOptions(**engine_kwargs(args)).vocab == "bpe-4096"
-    assert EngineOptions(**engine_kwargs(parser.parse_args([]))).vocab == "byte"
+    assert EngineOptions(**engine_kwargs(parser.parse_args([]))).vocab_name == "bpe-4096"
+    assert EngineOptions(**engine_kwargs(parser.parse_args(["--vocab", "byte"]))).vocab_name == "byte"
     with pytest.raises(ConfigError, match="vocab must be one of byte, bpe-4096"):
         EngineOptions(vocab="bpe-9")

@@ -1,10 +1,12 @@
 """The golden check end to end against the builtin engine over real HTTP, with a local baseline store.
 
 Thresholds are the defaults (``GoldenThresholds()``): what the bot ships must separate the catalogue's good
-and bad variants. Measured with these options (one prose and one code document, depths 256/1024, 16 decode
-steps, 2,078 positions; more in docs/baselines.md): per-position KL max against the default limit 0.01 nat —
-clean 0, mantissa=16 6.5e-4, nondeterministic 7.2e-4, attn-p-bf16 8.7e-4, attn-p-fp8-scaled 3.3e-3 | mantissa=5
-0.023, attn-p-fp8 0.059, chunk-boundary 0.15.
+and bad variants. Measured with these options on the hybrid preset's default vocabulary (bpe-4096; one prose and
+one code document, depths 256/1024, 16 decode steps, about 2,078 positions; more in docs/baselines.md):
+per-position KL p99.9 against the default limit 0.01 nat — clean 0, mantissa=16 1.3e-3, nondeterministic 1.4e-3,
+attn-p-bf16 2.6e-3, attn-p-fp8-scaled 6.3e-3 | state-mantissa=4 0.021, mantissa=5 0.042, attn-p-fp8 0.053,
+chunk-boundary 2.05. The harmless variants' max is 0.011 / 0.013 (one position each): kern's every-position rule
+(``logit_kl_stat: max``) would fail them. ``mantissa=7`` (p99.9 7.4e-3) is a drift of 0.026 nats/token.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 
 from precisionbot import corpus
 from precisionbot.baselines import Store, list_runs, new_run_id, now_utc, open_store, write_run
+from precisionbot.baselines.judge import NLL_Z
 from precisionbot.baselines.produce import golden_signature
 from precisionbot.checks.compare import CheckOutput
 from precisionbot.checks.golden import GoldenTarget, compare_golden, load_golden, record_golden
@@ -90,9 +93,10 @@ def test_fault_catalogue_verdicts(clean_store: Store, fault: str, expected: Verd
         assert deep["kl_p99"] > 3 * shallow["kl_p99"]
     if fault == "mantissa=7":
         assert any(r.startswith("systematic drift") for r in result.reasons), result.reasons
-        assert result.stats["kl_max"] < GoldenThresholds().logit_kl
-    if fault in ("attn-p-fp8-scaled", "attn-p-bf16"):  # round-to-nearest noise: no drift
-        assert result.stats["nll_increase"] < GoldenThresholds().max_nll_increase  # type: ignore[operator]
+        assert result.stats["kl_p999"] < GoldenThresholds().logit_kl
+    if fault in ("attn-p-fp8-scaled", "attn-p-bf16"):  # round-to-nearest noise: no significant drift
+        nll, se = result.stats["nll_increase"], result.stats["nll_increase_se"]
+        assert nll < max(GoldenThresholds().max_nll_increase or 0.0, NLL_Z * se), (nll, se)
     if fault == "chunk-boundary":  # only positions past the first 512-token chunk are wrong
         assert result.stats["by_depth"][0]["kl_max"] == 0
 

@@ -23,6 +23,9 @@ def test_defaults_need_no_file() -> None:
     assert t.kl_div == 0.0025
     assert resolve_thresholds(c, None, None, "deterministic").kl_div == 1e-9
     assert c.thresholds_for(None, None, "deterministic").golden.max_abs_delta == 1e-5
+    # Golden's per-position KL limit bounds the 99.9th percentile by default and every position when deterministic.
+    assert t.golden.logit_kl_stat == "p999"
+    assert c.thresholds_for(None, None, "deterministic").golden.logit_kl_stat == "max"
     assert Config.from_mapping({}) == dataclasses.replace(c, source="<config>")
 
 
@@ -89,6 +92,10 @@ def _error(data: Any) -> str:
         ({"suites": {"x": {"prompt_tokens": [10, 5]}}}, "key 'suites.x.prompt_tokens' must be a positive range"),
         ({"suites": {"x": {"golden": {"top_k": 0}}}}, "key 'suites.x.golden.top_k' must be a positive integer"),
         ({"thresholds": {"profile": "strict"}}, "key 'thresholds.profile' must be one of default, deterministic"),
+        (
+            {"thresholds": {"default": {"golden": {"logit_kl_stat": "p99"}}}},
+            "'thresholds.default.golden.logit_kl_stat' must be one of p999, max (got 'p99')",
+        ),
         ({"thresholds": {"default": {"kl_div": "small"}}}, "key 'thresholds.default.kl_div' must be a finite"),
         ({"thresholds": {"default": {"max_frac_over": 2}}}, "'thresholds.default.max_frac_over' must be a fraction"),
         ({"thresholds": {"overrides": {"m@4": {}}}}, "key 'thresholds.overrides.m@4' is not '<model>@tp<N>'"),

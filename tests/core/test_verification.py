@@ -91,7 +91,8 @@ def test_zero_checks_is_never_a_pass() -> None:
         (check("decode_cache_hit", stats=stats(positions=0), cache=CacheStats(0, 4)), "stats.positions is 0"),
         (check("decode_cache_hit", stats=stats(), cache=CacheStats(0, 4)), "0 of 4 prompts hit the cache"),
         (check("prefill_cache_hit", stats=stats()), "cache (kept/total) is missing"),
-        (golden(kl_max=0.5), "a KL above the per-position limit 0.01"),
+        (golden(kl_max=0.5), "KL p99.9 0.5 is above the per-position limit 0.01"),  # an old result: no p99.9
+        (golden(kl_max=0.5, kl_p999=0.02), "KL p99.9 0.02 is above the per-position limit 0.01"),
         (golden(confident_flips=2), "stats.confident_flips is 2"),
         (golden(kl_p99=float("nan")), "stats.kl_p99 is nan, not a finite number"),
         (golden(nll_increase=0.05, nll_increase_se=1e-4), "systematic drift"),

@@ -25,6 +25,8 @@ def test_a_cache_hit_on_checkpoint_boundaries_diverging_from_the_first_token_is_
     assert "window_handoff" not in found
     (finding,) = [d for d in diagnose(checks, engine=HYBRID) if d.code == "recurrent_state"]
     assert finding.check == "prefill_cache_hit" and "mamba_track_interval 64" in finding.text
+    # From outside a wrong checkpoint and a wrong page restored with it look alike: both are named.
+    assert "recurrent/conv checkpoint" in finding.text and "sliding-window or KV pages" in finding.text
 
 
 def test_no_recurrent_state_without_a_hybrid_engine_off_boundaries_or_when_match_diverges() -> None:
