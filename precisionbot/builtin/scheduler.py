@@ -20,6 +20,7 @@ from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.recurrent import RecurrentState
 from precisionbot.builtin.request import Request
 from precisionbot.builtin.sampling import record_input_logprobs, sample_next
+from precisionbot.builtin.swa_cache import SwaMemory
 from precisionbot.builtin.tokenizer import Vocab
 
 _IDLE_WAIT_S = 0.05
@@ -32,7 +33,13 @@ class Scheduler:
         self.model = model
         self.ps = options.page_size
         self.allocator = PageAllocator(options.kv_pool_tokens // self.ps)
-        self.cache = RadixCache(self.allocator, self.ps)
+        self.swa: SwaMemory | None = None
+        if options.uses_swa_pool:
+            swa_allocator = PageAllocator(options.swa_pool_tokens // self.ps, "SWA KV pool")
+            self.cache = RadixCache(self.allocator, self.ps, swa_allocator, options.sliding_window_size)
+            self.swa = SwaMemory(options, swa_allocator, self.cache)
+        else:
+            self.cache = RadixCache(self.allocator, self.ps)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self._wake = threading.Event()
@@ -87,6 +94,23 @@ class Scheduler:
         self._wake.set()
         return answered.wait(timeout_s) and ticket[0]
 
+    def internal_state(self) -> dict[str, float]:
+        """``/server_info`` ``internal_states``: batch counters and, with an SWA pool, its pages (read without
+        the scheduler's lock: a snapshot that may be one step old)."""
+        out: dict[str, float] = dict(self.stats)
+        if self.swa is not None:
+            free, size = self.swa.allocator.free_count, self.swa.allocator.n_pages - 1
+            out |= {
+                "swa_token_usage": round(1 - free / size, 6),
+                "swa_pool_pages": size,
+                "swa_free_pages": free,
+                "swa_cached_pages": self.cache.swa_cached_pages,
+                "swa_tombstones": self.cache.cached_pages - self.cache.swa_cached_pages,
+                **self.cache.stats,
+                **self.swa.stats,
+            }
+        return out
+
     # ---- the scheduler thread ----------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -131,11 +155,9 @@ class Scheduler:
             path: list[Node] = []
             if not self.options.disable_radix_cache:
                 cap = min(n_in - 1, req.logprob.logprob_start_len) if req.logprob.return_logprob else n_in - 1
-                path = self.cache.match(req.input_ids, cap)
-                if self.options.is_hybrid:
-                    # SGLang's mamba radix cache: a hit resumes at the last checkpoint at or below the match.
-                    while path and path[-1].mamba is None:
-                        path.pop()
+                # SGLang's mamba radix cache: a hit resumes at the last checkpoint at or below the match; its
+                # SWA radix cache: only where the window before it still has its SWA pages.
+                path = self.cache.usable(self.cache.match(req.input_ids, cap), checkpoint=self.options.is_hybrid)
             self.cache.lock(path)
             total_pages = -(-(n_in + req.sampling.max_new_tokens) // self.ps)
             fresh = total_pages - len(path)
@@ -145,14 +167,18 @@ class Scheduler:
                 fresh += 1
             if self.allocator.free_count < fresh:
                 self.cache.evict(fresh - self.allocator.free_count)
-            if self.allocator.free_count < fresh:
+            short = self.allocator.free_count < fresh
+            if short or (self.swa is not None and not self.swa.reserve(req, len(path), self.running)):
                 self.cache.unlock(path)
                 if not self.running:
-                    raise MemoryError(f"KV pool too small for request {req.rid} ({n_in} prompt tokens)")
+                    pool = "KV pool" if short else "SWA KV pool"
+                    raise MemoryError(f"{pool} too small for request {req.rid} ({n_in} prompt tokens)")
                 return  # wait for running requests to free pages
             self.waiting.popleft()
             req.cached_tokens = len(path) * self.ps
             req.pages = self._restore(path, self.allocator.alloc(fresh), req)
+            if self.swa is not None:
+                self._restore_swa(req, total_pages)
             if self.options.is_hybrid:
                 req.rstate = self._restore_state(path, req)
             req.computed = req.first_computed = req.cached_tokens
@@ -198,13 +224,23 @@ class Scheduler:
             if snap is None:
                 return RecurrentState()
         assert snap is not None
-        state = snap.restore(conv_shift=o.has_fault("conv-state-shift"))
-        window = o.sliding_window_size
-        if o.has_fault("swa-early-evict") and req.cached_tokens > window:
-            # The bug: the SWA pool frees restored pages by half the window (pages, not tokens, of a window
-            # counted twice), so the older half of what the first new tokens must see is gone.
-            req.swa_evicted_before = (req.cached_tokens - window // 2) // self.ps * self.ps
-        return state
+        return snap.restore(conv_shift=o.has_fault("conv-state-shift"))
+
+    def _restore_swa(self, req: Request, total_pages: int) -> None:
+        """The SWA pool's side of a restore: the hit's SWA pages from the tree, and the SWA faults."""
+        assert self.swa is not None
+        self.swa.admit(req, req.prefix_path, total_pages)
+        if self.options.has_fault("swa-early-evict") and req.prefix_path:
+            self.swa.trim_hit(req, req.prefix_path)
+        if self.options.has_fault("restore-layer0-only") and req.cached_tokens:
+            # The same bug in the SWA pool: the window's pages of the "restored" prefix are zero.
+            w = self.options.sliding_window_size
+            req.swa_evicted = max(0, (req.cached_tokens - w - self.ps) // self.ps * self.ps)
+            self.swa.ensure(req, req.cached_tokens)
+            s = self.swa.page_slots(req, list(range(req.cached_tokens // self.ps)))
+            index = torch.tensor(s, dtype=torch.int64, device=self.model.device)
+            for pool in (self.model.swa_k_pool, self.model.swa_v_pool):
+                pool[:, index] = 0
 
     def _page_slots(self, pages: list[int]) -> torch.Tensor:
         p = torch.tensor(pages, dtype=torch.int64)
@@ -221,6 +257,9 @@ class Scheduler:
             n = min(budget, len(req.input_ids) - req.computed)
             assert req.slots is not None
             offset = -1 if chunk_fault and req.computed > req.first_computed else 0
+            if self.swa is not None:
+                self.swa.evict_out_of_window(req)
+                self.swa.ensure(req, req.computed + n)
             segments.append(
                 Segment(
                     req.input_ids[req.computed : req.computed + n],
@@ -229,7 +268,7 @@ class Scheduler:
                     offset,
                     req.noise,
                     state=req.rstate,
-                    swa_evicted_before=req.swa_evicted_before,
+                    swa_slots=self.swa.slots(req) if self.swa is not None else None,
                 )
             )
             owners.append(req)
@@ -258,6 +297,9 @@ class Scheduler:
         for req in batch:
             assert req.slots is not None
             pos = len(req.input_ids) + len(req.output_ids) - 1
+            if self.swa is not None:
+                self.swa.evict_out_of_window(req)
+                self.swa.ensure(req, pos + 1)
             segments.append(
                 Segment(
                     [req.output_ids[-1]],
@@ -267,7 +309,7 @@ class Scheduler:
                     req.noise,
                     decode=True,
                     state=req.rstate,
-                    swa_evicted_before=req.swa_evicted_before,
+                    swa_slots=self.swa.slots(req) if self.swa is not None else None,
                     generated=len(req.output_ids),
                 )
             )
@@ -298,9 +340,11 @@ class Scheduler:
     def _release(self, req: Request, *, insert: bool) -> None:
         """Hands a request's full pages to the prefix cache and frees the rest."""
         pages, keep = req.pages, 0
+        swa_duplicates: list[int] = []
         if insert and pages:
             keep = min(req.computed // self.ps, len(pages))
-            adopted, duplicates = self.cache.insert(req.seq[: keep * self.ps], pages[:keep])
+            offer = self.swa.owned(req, keep) if self.swa is not None else None
+            adopted, duplicates, swa_duplicates = self.cache.insert(req.seq[: keep * self.ps], pages[:keep], offer)
             if self.options.has_fault("cache-decode-kv-rounded"):
                 self._round_decode_kv(req, adopted)
             self.allocator.free(duplicates)
@@ -312,6 +356,8 @@ class Scheduler:
                         nodes[index].mamba = snap
         cached = {node.page for node in req.prefix_path}
         self.allocator.free([p for p in pages[keep:] if p not in cached])
+        if self.swa is not None:
+            self.swa.release(req, keep, swa_duplicates)
         self.cache.unlock(req.prefix_path)
         req.prefix_path = []
         req.pages = []
@@ -320,11 +366,14 @@ class Scheduler:
         """The bug: KV written by decode steps is stored into the prefix cache rounded to fp8 e4m3."""
         first_decode = len(req.input_ids)
         index = {page: i for i, page in enumerate(req.pages)}
-        slots = [
-            page * self.ps + j for page in adopted for j in range(self.ps) if index[page] * self.ps + j >= first_decode
-        ]
-        if not slots:
-            return
-        s = torch.tensor(slots, dtype=torch.int64, device=self.model.device)
-        for pool in (self.model.k_pool, self.model.v_pool):
-            pool[:, s] = pool[:, s].to(torch.float8_e4m3fn).to(pool.dtype)
+        at = [(index[page], j) for page in adopted for j in range(self.ps) if index[page] * self.ps + j >= first_decode]
+        pools = [(self.model.k_pool, [req.pages[i] * self.ps + j for i, j in at])]
+        pools.append((self.model.v_pool, pools[0][1]))
+        if self.swa is not None:
+            # The SWA pages the tree adopted with those nodes (a page the request no longer has is a tombstone).
+            swa = [req.swa_pages[i] * self.ps + j for i, j in at if req.swa_pages[i] and i >= req.swa_own_from]
+            pools += [(self.model.swa_k_pool, swa), (self.model.swa_v_pool, swa)]
+        for pool, slots in pools:
+            if slots:
+                s = torch.tensor(slots, dtype=torch.int64, device=self.model.device)
+                pool[:, s] = pool[:, s].to(torch.float8_e4m3fn).to(pool.dtype)
