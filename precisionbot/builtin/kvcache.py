@@ -179,11 +179,13 @@ class RadixCache:
         """Frees up to ``n_pages`` SWA pages of nodes no window locks, least recently used first: an unlocked
         leaf is deleted whole, any other node is tombstoned (SGLang's SWA eviction); returns how many."""
         assert self.swa is not None
-        heap = [(n.last_access, id(n), n) for n in self._nodes() if n.swa_page and n.swa_lock_ref == 0]
+        # Among nodes used at the same time, the one nearer the root first (SGLang's SWA LRU list holds an
+        # insert's new nodes root to leaf): the deeper nodes, the ones a longer hit needs, stay.
+        heap = [(n.last_access, depth, id(n), n) for n, depth in self._depths() if n.swa_page and not n.swa_lock_ref]
         heapq.heapify(heap)
         freed = 0
         while heap and freed < n_pages:
-            _, _, node = heapq.heappop(heap)
+            node = heapq.heappop(heap)[-1]
             if not node.children and node.lock_ref == 0:
                 self._delete_leaf(node)
             else:
@@ -234,4 +236,12 @@ class RadixCache:
             node = stack.pop()
             out.append(node)
             stack.extend(node.children.values())
+        return out
+
+    def _depths(self) -> list[tuple[Node, int]]:
+        out, stack = [], [(n, 1) for n in self.root.children.values()]
+        while stack:
+            node, depth = stack.pop()
+            out.append((node, depth))
+            stack.extend((child, depth + 1) for child in node.children.values())
         return out
