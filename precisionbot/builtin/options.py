@@ -221,9 +221,11 @@ class EngineOptions:
     @property
     def swa_request_pages(self) -> int:
         """Most SWA pages one running request owns at once: its window, one spare page (freeing is
-        page-aligned and lags a page, as SGLang's) and a prefill chunk, each rounded up."""
+        page-aligned and lags a page, as SGLang's), the tokens since its last checkpoint (kept so a next turn
+        can resume there) and a prefill chunk, each rounded up."""
         ps = self.page_size
-        return -(-self.sliding_window_size // ps) + 1 + -(-self.chunked_prefill_size // ps) + 2
+        window = -(-self.sliding_window_size // ps) + 1 + -(-self.mamba_track_interval // ps)
+        return window + -(-self.chunked_prefill_size // ps) + 2
 
     @property
     def is_hybrid(self) -> bool:

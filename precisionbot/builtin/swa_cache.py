@@ -70,9 +70,12 @@ class SwaMemory:
 
     # ---- each step ----------------------------------------------------------------------------------------
     def evict_out_of_window(self, req: Request) -> None:
-        """Frees ``req``'s own pages wholly below ``computed - W - page_size`` (page-aligned, as SGLang)."""
-        ps = self.ps
-        new = max(req.swa_evicted, (req.computed - self.window - ps) // ps * ps)
+        """Frees ``req``'s own pages wholly below ``computed - W - page_size`` (page-aligned, as SGLang), but
+        keeps the window before its latest recurrent-state checkpoint: a later hit can only end at a
+        checkpoint, and only where the window before it is whole, so the next turn resumes there."""
+        ps, track = self.ps, self.options.mamba_track_interval
+        keep = min(req.computed - self.window - ps, req.computed // track * track - self.window)
+        new = max(req.swa_evicted, keep // ps * ps)
         if new <= req.swa_evicted:
             return
         first = max(req.swa_evicted // ps, req.swa_own_from)

@@ -25,7 +25,7 @@ TIGHT = {
     "chunked_prefill_size": 128,
     "kv_pool_tokens": 16384,
     "max_context_tokens": 8192,
-    "swa_full_tokens_ratio": 20 * PS / 16384,  # 20 SWA pages: one request's peak (15) plus a few cached
+    "swa_full_tokens_ratio": 21 * PS / 16384,  # 21 SWA pages: one request's peak (16) plus a few cached
 }
 
 
@@ -57,8 +57,9 @@ def test_a_long_generation_holds_only_the_windows_pages_and_matches_one_pool() -
         if not disable:
             state = info["internal_states"][0]
             assert info["swa_full_tokens_ratio"] == 0.8
-            # (41 + 256) tokens are 19 pages; the request held at most its window, a spare page and the new one.
-            assert state["max_swa_pages_per_request"] <= WINDOW // PS + 3
+            # (41 + 256) tokens are 19 pages; the request held at most its window, the tokens since its last
+            # checkpoint (every 64), a spare page and the new one.
+            assert state["max_swa_pages_per_request"] <= (WINDOW + 64) // PS + 2
             assert state["swa_pages_freed_out_of_window"] >= (len(prompt) + new - WINDOW) // PS - 3
     assert outs[False]["output_ids"] == outs[True]["output_ids"]
     assert np.array_equal(_lps(outs[False]), _lps(outs[True]))  # bit for bit: freed keys were masked anyway
@@ -72,7 +73,7 @@ def test_swa_pressure_tombstones_before_full_eviction_and_hits_only_where_the_wi
     flows.generate(tight, [p], 1)  # prefill in chunks of 128: pages below 176 are out of the window already
     before = _state(tight)
     assert before["swa_tombstones"] == 11 and before["swa_cached_pages"] == 7  # pages 0-10 gone, 11-17 kept
-    flows.generate(tight, [q], 1)  # reserves 15 of 19 SWA pages: 3 cached ones must go
+    flows.generate(tight, [q], 1)  # reserves 16 of 20 SWA pages: 3 cached ones must go
     after = _state(tight)
     assert after["swa_tombstoned_nodes"] == 3 and after["full_evicted_pages"] == 0
     # p's pages 11-13 are tombstones now; 14-17 are exactly one window: a hit may still end at 288.
@@ -138,3 +139,14 @@ def test_a_too_small_swa_pool_is_refused_with_the_fix() -> None:
         engine_options(**{**TIGHT, "swa_full_tokens_ratio": 0.001})
     with pytest.raises(ConfigError, match="drop --disable-hybrid-swa-memory"):
         engine_options(**EXACT, disable_hybrid_swa_memory=True, faults=("swa-early-evict",))
+
+
+@pytest.mark.parametrize("new", [70, 100])
+def test_the_next_turn_resumes_at_the_last_checkpoint_despite_freed_pages(new: int) -> None:
+    # Without keeping the window before the latest checkpoint, freeing during decode leaves it without one
+    # (h + o - 1 = 300 and 270: the checkpoint at 256 or 192 would lie within W + page_size of the end).
+    prompt = flows.prompts(1, chars=200)[0]
+    with running_engine(**EXACT) as url, httpx.Client(base_url=url, timeout=300) as c:
+        (turn1,) = flows.generate(c, [prompt], new)
+        (turn2,) = flows.generate(c, [prompt + turn1["output_ids"] + [10]], 4)
+    assert turn2["meta_info"]["cached_tokens"] >= (len(prompt) + new - 1) // 64 * 64  # make_mamba_decode_assert
