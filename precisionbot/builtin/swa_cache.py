@@ -59,12 +59,14 @@ class SwaMemory:
     def trim_hit(self, req: Request, path: list[Node]) -> None:
         """``swa-early-evict``: the bug frees the hit's SWA pages that it takes to be out of the window.
 
-        It measures the window from the hit's end with half of ``W`` (a window counted twice), walking up from
-        the last node, so the pages of ``[cached - W, cached - W/2)``, still inside the first new token's
-        window, are tombstoned and freed while the request's page table still points at them; its own next
-        pages are those very pages (the free list is LIFO), so its new keys overwrite keys it still reads.
+        It converts the window to pages and then subtracts that as tokens (``W / page_size`` where ``W`` was
+        meant), so every page of the hit below ``cached - W / page_size`` (page-aligned), all but the last page
+        of the first new token's window, is tombstoned and freed, walking up from the hit's end, while the
+        request's page table still points at them. Its own next pages are those very pages (the free list is
+        LIFO, the nearest page first), so its new keys overwrite the recent keys it still reads.
         """
-        edge = (req.cached_tokens - self.window // 2) // self.ps
+        window_pages = self.window // self.ps
+        edge = (req.cached_tokens - window_pages) // self.ps
         if edge > 0:
             self.cache.tombstone(list(reversed(path[:edge])))
 

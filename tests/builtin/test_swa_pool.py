@@ -102,7 +102,7 @@ def test_swa_early_evict_frees_window_pages_of_a_hit() -> None:
         assert c.post("/flush_cache").status_code == 200
         (ref,) = flows.generate(c, [prompt], 8)
     assert bad["meta_info"]["cached_tokens"] == 256 and ref["meta_info"]["cached_tokens"] == 0
-    assert state["swa_tombstoned_nodes"] == (256 - WINDOW // 2) // PS  # freed down from the hit's end
+    assert state["swa_tombstoned_nodes"] == (256 - WINDOW // PS) // PS  # all but the hit's last page
     assert np.abs(_lps(bad) - _lps(ref)).max() > 1e-3
 
 
