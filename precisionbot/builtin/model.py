@@ -57,7 +57,7 @@ class Segment:
     """The request's recurrent state (hybrid preset), updated in place."""
     swa_slots: torch.Tensor | None = None
     """int64 slot in the SWA pool of every position ``[0, start + len(tokens))`` (CPU; the null page's slots
-    where the request holds no SWA page: out of the window). None: sliding-window layers use ``slots``."""
+    where the request holds no SWA page: out of the window). None: ``slots`` index the SWA pool too."""
     generated: int = 0
     """Tokens this request generated before this step (``swa-decode-window`` looks at it)."""
     out_logits: torch.Tensor | None = field(default=None)
@@ -101,13 +101,17 @@ class Model:
             self.sinks[i] = lw.sinks.to(device=device, dtype=torch.float32).view(self.hkv, self.group, 1, 1)
         self.final_norm = put(weights.final_norm)
         self.unembed = put(weights.unembed)
-        shape = (len(self.kinds), n_slots, self.hkv, self.hd)
+        # Pools hold a row per layer that keeps KV in them: the full pool for full attention (and sliding-window
+        # layers under ``disable_hybrid_swa_memory``), the SWA pool (swa_cache.py) for sliding-window layers.
+        # The recurrent layer keeps no KV.
+        swa_pool = options.uses_swa_pool
+        swa_layers = [i for i, kind in enumerate(self.kinds) if kind == "swa" and swa_pool]
+        full_layers = [i for i, kind in enumerate(self.kinds) if kind != "gdn" and i not in swa_layers]
+        self.full_row = {layer: row for row, layer in enumerate(full_layers)}
+        self.swa_row = {layer: row for row, layer in enumerate(swa_layers)}
+        shape = (len(full_layers), n_slots, self.hkv, self.hd)
         self.k_pool = torch.zeros(shape, dtype=self.act_dtype, device=device)
         self.v_pool = torch.zeros(shape, dtype=self.act_dtype, device=device)
-        # The sliding-window layers' own pool (swa_cache.py), row per SWA layer; segments with ``swa_slots``
-        # use it. (The full pool keeps its row per layer index; an SWA row there is then unused.)
-        swa_layers = [i for i, kind in enumerate(self.kinds) if kind == "swa"] if options.uses_swa_pool else []
-        self.swa_row = {layer: row for row, layer in enumerate(swa_layers)}
         swa_shape = (len(swa_layers), options.swa_pool_tokens if swa_layers else 0, self.hkv, self.hd)
         self.swa_k_pool = torch.zeros(swa_shape, dtype=self.act_dtype, device=device)
         self.swa_v_pool = torch.zeros(swa_shape, dtype=self.act_dtype, device=device)
@@ -173,12 +177,15 @@ class Model:
         return Window(self.options.sliding_window_size)
 
     def pools(self, layer: int, seg: Segment) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(k, v, slots)`` where ``layer``'s KV of ``seg`` lives: the SWA pool for a sliding-window layer
-        when the segment has SWA slots, else the full pool."""
+        """``(k, v, slots)`` where ``layer``'s KV of ``seg`` lives: a sliding-window layer's in the SWA pool at
+        the segment's SWA slots (at its ``slots`` when it has none: a caller without the scheduler), any other
+        attention layer's in the full pool."""
         row = self.swa_row.get(layer)
-        if row is not None and seg.swa_slots is not None:
-            return self.swa_k_pool[row], self.swa_v_pool[row], seg.swa_slots
-        return self.k_pool[layer], self.v_pool[layer], seg.slots
+        if row is not None:
+            slots = seg.swa_slots if seg.swa_slots is not None else seg.slots
+            return self.swa_k_pool[row], self.swa_v_pool[row], slots
+        row = self.full_row[layer]
+        return self.k_pool[row], self.v_pool[row], seg.slots
 
     def attend(self, layer: int, seg: Segment, q: torch.Tensor) -> torch.Tensor:
         """Causal attention of ``seg``'s queries ``q`` ([n, H, D]) over the pool; returns [n, H*D]."""
@@ -254,8 +261,7 @@ class Model:
                 mixed = [self.recur(layer, seg, proj[a : a + len(seg.tokens)]) for seg, a in _spans(segments)]
             else:
                 k_pool, v_pool, _ = self.pools(layer, segments[0])
-                if layer in self.swa_row and segments[0].swa_slots is not None:
-                    # Every segment of a step comes from the same scheduler, so all or none have SWA slots.
+                if layer in self.swa_row:
                     swa = [self.pools(layer, s)[2][s.start : s.start + len(s.tokens)] for s in segments]
                     slots_dev = torch.cat(swa).to(dev)
                 q_all = self._qkv(layer, x, norm, w_in, pos, (k_pool, v_pool), slots_dev, rows, decode_dev)

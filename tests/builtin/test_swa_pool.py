@@ -150,3 +150,16 @@ def test_the_next_turn_resumes_at_the_last_checkpoint_despite_freed_pages(new: i
         (turn1,) = flows.generate(c, [prompt], new)
         (turn2,) = flows.generate(c, [prompt + turn1["output_ids"] + [10]], 4)
     assert turn2["meta_info"]["cached_tokens"] >= (len(prompt) + new - 1) // 64 * 64  # make_mamba_decode_assert
+
+
+def test_serve_takes_sglangs_swa_flags() -> None:
+    import argparse
+
+    from precisionbot.commands import serve
+
+    parser = argparse.ArgumentParser()
+    serve.register(parser.add_subparsers())
+    o = serve.options_from_args(parser.parse_args(["serve", "--swa-full-tokens-ratio", "0.25"]))
+    assert o.swa_full_tokens_ratio == 0.25 and o.uses_swa_pool and o.swa_pool_tokens == 262144 // 4
+    o = serve.options_from_args(parser.parse_args(["serve", "--disable-hybrid-swa-memory"]))
+    assert o.disable_hybrid_swa_memory and not o.uses_swa_pool
