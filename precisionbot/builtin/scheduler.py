@@ -3,7 +3,8 @@
 HTTP handler threads only ``submit`` requests and wait on them. Each loop iteration runs at most one
 prefill step (up to ``chunked_prefill_size`` prompt tokens across requests) and one decode step (one token
 for every decoding request), so concurrent requests share batches and prefill and decode run with
-different shapes, as in a real engine. The restore and cache-insert faults live here.
+different shapes, as in a real engine. How a request starts from a prefix hit, and the restore and cache-insert
+faults, are in restore.py.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from collections import deque
 
 import torch
 
+from precisionbot.builtin import restore
 from precisionbot.builtin.kvcache import Node, PageAllocator, RadixCache
 from precisionbot.builtin.model import Model, Segment
 from precisionbot.builtin.options import EngineOptions
-from precisionbot.builtin.recurrent import RecurrentState
 from precisionbot.builtin.request import Request
 from precisionbot.builtin.sampling import record_input_logprobs, sample_next
 from precisionbot.builtin.swa_cache import SwaMemory
@@ -168,7 +169,8 @@ class Scheduler:
             if self.allocator.free_count < fresh:
                 self.cache.evict(fresh - self.allocator.free_count)
             short = self.allocator.free_count < fresh
-            if short or (self.swa is not None and not self.swa.reserve(req, len(path), self.running)):
+            owned = 0 if self.options.has_fault("restore-layer0-only") else len(path)  # SWA pages it won't own
+            if short or (self.swa is not None and not self.swa.reserve(req, owned, self.running)):
                 self.cache.unlock(path)
                 if not self.running:
                     pool = "KV pool" if short else "SWA KV pool"
@@ -176,11 +178,11 @@ class Scheduler:
                 return  # wait for running requests to free pages
             self.waiting.popleft()
             req.cached_tokens = len(path) * self.ps
-            req.pages = self._restore(path, self.allocator.alloc(fresh), req)
+            req.pages = restore.pages(self, path, self.allocator.alloc(fresh), req)
             if self.swa is not None:
-                self._restore_swa(req, total_pages)
+                restore.swa_pages(self, req, total_pages)
             if self.options.is_hybrid:
-                req.rstate = self._restore_state(path, req)
+                req.rstate = restore.state(self, path, req)
             req.computed = req.first_computed = req.cached_tokens
             pages = torch.tensor(req.pages, dtype=torch.int64)
             req.slots = (pages[:, None] * self.ps + torch.arange(self.ps)).flatten()
@@ -190,61 +192,6 @@ class Scheduler:
                 req.input_top = [None]
                 req.input_ids_lp = [None]
             self.running.append(req)
-
-    def _restore(self, path: list[Node], fresh: list[int], req: Request) -> list[int]:
-        """The pages a request starts from: the cached prefix's pages, then fresh ones."""
-        cached = [node.page for node in path]
-        if self.options.has_fault("restore-layer0-only") and path:
-            # The bug: copying the cached prefix into the request's own pages restores layer 0 only.
-            own = fresh[: len(path)]
-            src, dst = self._page_slots(cached), self._page_slots(own)
-            self.model.k_pool[:, dst] = 0
-            self.model.v_pool[:, dst] = 0
-            self.model.k_pool[0, dst] = self.model.k_pool[0, src]
-            self.model.v_pool[0, dst] = self.model.v_pool[0, src]
-            self.cache.unlock(path)
-            path.clear()
-            return fresh
-        req.prefix_path = path
-        if self.options.has_fault("restore-stale-page") and path:
-            # The bug: the last restored page is a freshly allocated one whose old contents were never
-            # overwritten with the cached KV (stale data of whatever used that page before).
-            return cached[:-1] + fresh
-        return cached + fresh
-
-    def _restore_state(self, path: list[Node], req: Request) -> RecurrentState:
-        """The recurrent state a hybrid request starts from: the checkpoint at the end of its hit, or zeros."""
-        o = self.options
-        if not path or req.cached_tokens == 0:
-            return RecurrentState()  # also restore-layer0-only: "the rest is zero" includes the state
-        snap = path[-1].mamba
-        if o.has_fault("mamba-stale-checkpoint"):
-            # The bug: the previous checkpoint's state is restored, but the hit still reports the later length.
-            snap = next((n.mamba for n in reversed(path[:-1]) if n.mamba is not None), None)
-            if snap is None:
-                return RecurrentState()
-        assert snap is not None
-        return snap.restore(conv_shift=o.has_fault("conv-state-shift"))
-
-    def _restore_swa(self, req: Request, total_pages: int) -> None:
-        """The SWA pool's side of a restore: the hit's SWA pages from the tree, and the SWA faults."""
-        assert self.swa is not None
-        self.swa.admit(req, req.prefix_path, total_pages)
-        if self.options.has_fault("swa-early-evict") and req.prefix_path:
-            self.swa.trim_hit(req, req.prefix_path)
-        if self.options.has_fault("restore-layer0-only") and req.cached_tokens:
-            # The same bug in the SWA pool: the window's pages of the "restored" prefix are zero.
-            w = self.options.sliding_window_size
-            req.swa_evicted = max(0, (req.cached_tokens - w - self.ps) // self.ps * self.ps)
-            self.swa.ensure(req, req.cached_tokens)
-            s = self.swa.page_slots(req, list(range(req.cached_tokens // self.ps)))
-            index = torch.tensor(s, dtype=torch.int64, device=self.model.device)
-            for pool in (self.model.swa_k_pool, self.model.swa_v_pool):
-                pool[:, index] = 0
-
-    def _page_slots(self, pages: list[int]) -> torch.Tensor:
-        p = torch.tensor(pages, dtype=torch.int64)
-        return (p[:, None] * self.ps + torch.arange(self.ps)).flatten().to(self.model.device)
 
     def _prefill_step(self) -> bool:
         budget, segments, owners = self.options.chunked_prefill_size, [], []
@@ -346,7 +293,7 @@ class Scheduler:
             offer = self.swa.owned(req, keep) if self.swa is not None else None
             adopted, duplicates, swa_duplicates = self.cache.insert(req.seq[: keep * self.ps], pages[:keep], offer)
             if self.options.has_fault("cache-decode-kv-rounded"):
-                self._round_decode_kv(req, adopted)
+                restore.round_decode_kv(self, req, adopted)
             self.allocator.free(duplicates)
             if req.rstate is not None and req.rstate.checkpoints:
                 nodes = self.cache.match(req.seq, keep * self.ps)
@@ -361,19 +308,3 @@ class Scheduler:
         self.cache.unlock(req.prefix_path)
         req.prefix_path = []
         req.pages = []
-
-    def _round_decode_kv(self, req: Request, adopted: list[int]) -> None:
-        """The bug: KV written by decode steps is stored into the prefix cache rounded to fp8 e4m3."""
-        first_decode = len(req.input_ids)
-        index = {page: i for i, page in enumerate(req.pages)}
-        at = [(index[page], j) for page in adopted for j in range(self.ps) if index[page] * self.ps + j >= first_decode]
-        pools = [(self.model.k_pool, [req.pages[i] * self.ps + j for i, j in at])]
-        pools.append((self.model.v_pool, pools[0][1]))
-        if self.swa is not None:
-            # The SWA pages the tree adopted with those nodes (a page the request no longer has is a tombstone).
-            swa = [req.swa_pages[i] * self.ps + j for i, j in at if req.swa_pages[i] and i >= req.swa_own_from]
-            pools += [(self.model.swa_k_pool, swa), (self.model.swa_v_pool, swa)]
-        for pool, slots in pools:
-            if slots:
-                s = torch.tensor(slots, dtype=torch.int64, device=self.model.device)
-                pool[:, s] = pool[:, s].to(torch.float8_e4m3fn).to(pool.dtype)

@@ -163,3 +163,19 @@ def test_serve_takes_sglangs_swa_flags() -> None:
     assert o.swa_full_tokens_ratio == 0.25 and o.uses_swa_pool and o.swa_pool_tokens == 262144 // 4
     o = serve.options_from_args(parser.parse_args(["serve", "--disable-hybrid-swa-memory"]))
     assert o.disable_hybrid_swa_memory and not o.uses_swa_pool
+
+
+@pytest.mark.parametrize("fault", ["restore-layer0-only", "restore-stale-page", "cache-decode-kv-rounded"])
+def test_the_older_cache_faults_still_work_with_the_swa_pool(fault: str) -> None:
+    prompt = flows.prompts(1, chars=268)[0]
+    with running_engine(**EXACT, faults=(fault,)) as url, httpx.Client(base_url=url, timeout=300) as c:
+        if fault == "cache-decode-kv-rounded":  # the decoded KV of turn 1 comes back rounded in turn 2
+            (turn1,) = flows.generate(c, [prompt], 80)  # the hit then ends at 320, past the first decode KV
+            prompt = prompt + turn1["output_ids"]
+        else:
+            flows.prefill(c, [prompt])
+        (bad,) = flows.generate(c, [prompt], 8)
+        assert c.post("/flush_cache").status_code == 200
+        (ref,) = flows.generate(c, [prompt], 8)
+    assert bad["meta_info"]["cached_tokens"] >= 256 and ref["meta_info"]["cached_tokens"] == 0
+    assert not np.array_equal(_lps(bad), _lps(ref))
