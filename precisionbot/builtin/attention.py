@@ -11,9 +11,10 @@ The *split-KV* kernel (decode, production numerics) is flash-decoding's: the key
 their max corrections. Mathematically the same softmax; the sums run in another order, so its fp32 results
 differ from the blocked kernel's in the last bits, as a GPU decode kernel's differ from its prefill kernel's.
 
-A sliding-window layer's query at position ``i`` sees keys ``(i - W, i]``. Two faults live here: decode's
-window one token shorter once generation passes W (``swa-decode-window``) and keys of a restored prefix
-that were evicted while still inside the window (``swa-early-evict``, masked as gone).
+A sliding-window layer's query at position ``i`` sees keys ``(i - W, i]``, read from the SWA pool through its
+own slot mapping (swa_cache.py): positions whose pages were freed map to the null page and are masked, being
+out of the window anyway. ``swa-decode-window`` (decode's window one token shorter once generation passes W)
+is applied by model.py; ``swa-early-evict`` is a real use-after-free in swa_cache.py.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ class Window:
 
     size: int | None
     """Keys a query sees (itself included); None = full attention."""
-    evicted_before: int = 0
-    """Keys at positions below this are gone (``swa-early-evict``)."""
 
 
 def p_transform(p: torch.Tensor, fault: str | None) -> torch.Tensor:
@@ -57,8 +56,6 @@ def _key_mask(positions: torch.Tensor, keys: torch.Tensor, window: Window) -> to
     hidden = keys[None, :] > positions[:, None]
     if window.size is not None:
         hidden |= keys[None, :] <= positions[:, None] - window.size
-    if window.evicted_before > 0:
-        hidden |= keys[None, :] < window.evicted_before
     return hidden
 
 

@@ -55,8 +55,9 @@ class Segment:
     """A decode step (one token after the prompt): production numerics give it the decode kernels."""
     state: RecurrentState | None = None
     """The request's recurrent state (hybrid preset), updated in place."""
-    swa_evicted_before: int = 0
-    """Sliding-window keys below this position are gone (``swa-early-evict``)."""
+    swa_slots: torch.Tensor | None = None
+    """int64 slot in the SWA pool of every position ``[0, start + len(tokens))`` (CPU; the null page's slots
+    where the request holds no SWA page: out of the window). None: ``slots`` index the SWA pool too."""
     generated: int = 0
     """Tokens this request generated before this step (``swa-decode-window`` looks at it)."""
     out_logits: torch.Tensor | None = field(default=None)
@@ -100,9 +101,20 @@ class Model:
             self.sinks[i] = lw.sinks.to(device=device, dtype=torch.float32).view(self.hkv, self.group, 1, 1)
         self.final_norm = put(weights.final_norm)
         self.unembed = put(weights.unembed)
-        shape = (len(self.kinds), n_slots, self.hkv, self.hd)
+        # Pools hold a row per layer that keeps KV in them: the full pool for full attention (and sliding-window
+        # layers under ``disable_hybrid_swa_memory``), the SWA pool (swa_cache.py) for sliding-window layers.
+        # The recurrent layer keeps no KV.
+        swa_pool = options.uses_swa_pool
+        swa_layers = [i for i, kind in enumerate(self.kinds) if kind == "swa" and swa_pool]
+        full_layers = [i for i, kind in enumerate(self.kinds) if kind != "gdn" and i not in swa_layers]
+        self.full_row = {layer: row for row, layer in enumerate(full_layers)}
+        self.swa_row = {layer: row for row, layer in enumerate(swa_layers)}
+        shape = (len(full_layers), n_slots, self.hkv, self.hd)
         self.k_pool = torch.zeros(shape, dtype=self.act_dtype, device=device)
         self.v_pool = torch.zeros(shape, dtype=self.act_dtype, device=device)
+        swa_shape = (len(swa_layers), options.swa_pool_tokens if swa_layers else 0, self.hkv, self.hd)
+        self.swa_k_pool = torch.zeros(swa_shape, dtype=self.act_dtype, device=device)
+        self.swa_v_pool = torch.zeros(swa_shape, dtype=self.act_dtype, device=device)
         half = self.hd // 2
         inv_freq = 1.0 / (10000.0 ** (torch.arange(half, dtype=torch.float64) / half))
         angles = torch.arange(options.max_context_tokens + 2 * QBLOCK, dtype=torch.float64)[:, None] * inv_freq
@@ -162,18 +174,30 @@ class Model:
     def window(self, layer: int, seg: Segment) -> Window:
         if self.kinds[layer] != "swa":
             return Window(None)
-        return Window(self.options.sliding_window_size, seg.swa_evicted_before)
+        return Window(self.options.sliding_window_size)
+
+    def pools(self, layer: int, seg: Segment) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(k, v, slots)`` where ``layer``'s KV of ``seg`` lives: a sliding-window layer's in the SWA pool at
+        the segment's SWA slots (at its ``slots`` when it has none: a caller without the scheduler), any other
+        attention layer's in the full pool."""
+        row = self.swa_row.get(layer)
+        if row is not None:
+            slots = seg.swa_slots if seg.swa_slots is not None else seg.slots
+            return self.swa_k_pool[row], self.swa_v_pool[row], slots
+        row = self.full_row[layer]
+        return self.k_pool[row], self.v_pool[row], seg.slots
 
     def attend(self, layer: int, seg: Segment, q: torch.Tensor) -> torch.Tensor:
         """Causal attention of ``seg``'s queries ``q`` ([n, H, D]) over the pool; returns [n, H*D]."""
         n, start = len(seg.tokens), seg.start
         end = start + n
         padded = -(-end // QBLOCK) * QBLOCK
+        k_pool, v_pool, slots = self.pools(layer, seg)
         idx = torch.full((padded,), NULL_SLOT, dtype=torch.int64)
-        idx[:end] = seg.slots[:end]
+        idx[:end] = slots[:end]
         idx_dev = idx.to(self.device)
-        keys = self.k_pool[layer].index_select(0, idx_dev).float()  # [padded, Hkv, D]
-        vals = self.v_pool[layer].index_select(0, idx_dev).float()
+        keys = k_pool.index_select(0, idx_dev).float()  # [padded, Hkv, D]
+        vals = v_pool.index_select(0, idx_dev).float()
         qh = q.permute(1, 0, 2).reshape(self.hkv, self.group, n, self.hd)
         window = self.window(layer, seg)
         if window.size is not None and self.short_decode_window and seg.decode and seg.generated >= window.size:
@@ -222,20 +246,25 @@ class Model:
         if all(seg.decode for seg in segments):
             decode_rows[:] = True  # padding rows too: a decode-only step needs no prefill GEMM at all
         dev = self.device
-        tokens, pos, slots_dev = tokens.to(dev), pos.clamp(min=0).to(dev), slots.to(dev)
+        tokens, pos, full_slots = tokens.to(dev), pos.clamp(min=0).to(dev), slots.to(dev)
         decode_dev = decode_rows.to(dev)
         noisy = bool(noise_choice.any())
         noise_dev = noise_choice.to(dev)
         x = self.embed.index_select(0, tokens)  # [padded, d] fp32 residual stream
         tiles = range(0, padded, TILE)
         for layer, (norm, w_in, wo, mlp_norm, w_gu, w_down) in enumerate(self.layers):
+            slots_dev = full_slots
             if self.kinds[layer] == "gdn":
                 proj = torch.cat(
                     [self.linear(self.rms(x[t : t + TILE], norm), w_in, rows, decode_dev[t : t + TILE]) for t in tiles]
                 )
                 mixed = [self.recur(layer, seg, proj[a : a + len(seg.tokens)]) for seg, a in _spans(segments)]
             else:
-                q_all = self._qkv(layer, x, norm, w_in, pos, slots_dev, rows, decode_dev)
+                k_pool, v_pool, _ = self.pools(layer, segments[0])
+                if layer in self.swa_row:
+                    swa = [self.pools(layer, s)[2][s.start : s.start + len(s.tokens)] for s in segments]
+                    slots_dev = torch.cat(swa).to(dev)
+                q_all = self._qkv(layer, x, norm, w_in, pos, (k_pool, v_pool), slots_dev, rows, decode_dev)
                 mixed = [self.attend(layer, seg, q_all[a : a + len(seg.tokens)]) for seg, a in _spans(segments)]
             mix = torch.zeros(padded, mixed[0].shape[1], device=dev)
             mix[:rows] = torch.cat(mixed)
@@ -261,12 +290,15 @@ class Model:
         norm: torch.Tensor,
         wqkv: torch.Tensor,
         pos: torch.Tensor,
+        pools: tuple[torch.Tensor, torch.Tensor],
         slots_dev: torch.Tensor,
         rows: int,
         decode_dev: torch.Tensor,
     ) -> torch.Tensor:
-        """Queries of every row ([padded, H, D]); writes the rows' keys and values into the pool."""
+        """Queries of every row ([padded, H, D]); writes the rows' keys and values into ``layer``'s pool at
+        ``slots_dev`` (one per real row)."""
         qs = []
+        k_pool, v_pool = pools
         qkv_sizes = [self.h * self.hd, self.hkv * self.hd, self.hkv * self.hd]
         for t0 in range(0, x.shape[0], TILE):
             sl = slice(t0, t0 + TILE)
@@ -274,9 +306,9 @@ class Model:
             qs.append(self.rope(q.reshape(TILE, self.h, self.hd), pos[sl]))
             k = self.rope(k.reshape(TILE, self.hkv, self.hd), pos[sl])
             real = slice(0, max(0, min(TILE, rows - t0)))
-            self.k_pool[layer].index_copy_(0, slots_dev[t0 : t0 + TILE][real], k[real].to(self.act_dtype))
+            k_pool.index_copy_(0, slots_dev[t0 : t0 + TILE][real], k[real].to(self.act_dtype))
             v = v.reshape(TILE, self.hkv, self.hd)[real].to(self.act_dtype)
-            self.v_pool[layer].index_copy_(0, slots_dev[t0 : t0 + TILE][real], v)
+            v_pool.index_copy_(0, slots_dev[t0 : t0 + TILE][real], v)
         return torch.cat(qs)
 
     def truncate(self, x: torch.Tensor) -> torch.Tensor:

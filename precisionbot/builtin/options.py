@@ -113,6 +113,12 @@ class EngineOptions:
     """Keys a sliding-window layer sees (the query's own position included)."""
     mamba_track_interval: int = 64
     """Tokens between recurrent-state checkpoints kept with the prefix cache (SGLang's name and default)."""
+    swa_full_tokens_ratio: float = 0.8
+    """SGLang's name and default: the sliding-window layers' own KV pool holds this fraction of
+    ``kv_pool_tokens`` (swa_cache.py); running requests free its pages once they fall out of the window."""
+    disable_hybrid_swa_memory: bool = False
+    """SGLang's flag: the sliding-window layers keep every token in the full-attention pool (one pool, no
+    out-of-window freeing, no SWA tombstones)."""
     seed: int = 0
     """Seeds the weights (with the corpus statistics) and, unless a request brings its own, sampling."""
     page_size: int = 16
@@ -172,6 +178,10 @@ class EngineOptions:
                 f"mamba_track_interval ({self.mamba_track_interval}) must be a multiple of page_size "
                 f"({self.page_size}): checkpoints live on page boundaries of the prefix cache"
             )
+        if self.uses_swa_pool:
+            self._check_swa_pool()
+        elif self.has_fault("swa-early-evict") and self.preset != "tiny":
+            raise ConfigError("fault swa-early-evict lives in the SWA pool: drop --disable-hybrid-swa-memory")
         names = [f.name for f in self.faults]
         misplaced = [n for n in names if n in HYBRID_ONLY_FAULTS and self.preset == "tiny"]
         if misplaced:
@@ -186,6 +196,38 @@ class EngineOptions:
     def layer_kinds(self) -> tuple[str, ...]:
         """``full``, ``swa`` or ``gdn`` per layer (``tiny`` has ``n_layers`` full-attention layers)."""
         return ("full",) * self.n_layers if self.preset == "tiny" else PRESETS[self.preset]
+
+    def _check_swa_pool(self) -> None:
+        if not 0.0 < self.swa_full_tokens_ratio <= 1.0:
+            raise ConfigError(f"swa_full_tokens_ratio must be in (0, 1] (got {self.swa_full_tokens_ratio})")
+        need = self.swa_request_pages + 1
+        have = self.swa_pool_tokens // self.page_size
+        if have < need:
+            raise ConfigError(
+                f"the SWA KV pool ({have} pages = swa_full_tokens_ratio {self.swa_full_tokens_ratio} x "
+                f"kv_pool_tokens {self.kv_pool_tokens} / page_size {self.page_size}) cannot hold one request's "
+                f"window plus a prefill chunk ({need} pages): raise swa_full_tokens_ratio or kv_pool_tokens, "
+                "or lower chunked_prefill_size"
+            )
+
+    @property
+    def uses_swa_pool(self) -> bool:
+        """Sliding-window layers keep their KV in their own, window-trimmed pool (swa_cache.py)."""
+        return "swa" in self.layer_kinds and not self.disable_hybrid_swa_memory
+
+    @property
+    def swa_pool_tokens(self) -> int:
+        """KV slots of the SWA pool (``swa_full_tokens_ratio x kv_pool_tokens``, whole pages)."""
+        return int(self.swa_full_tokens_ratio * self.kv_pool_tokens) // self.page_size * self.page_size
+
+    @property
+    def swa_request_pages(self) -> int:
+        """Most SWA pages one running request owns at once: its window, one spare page (freeing is
+        page-aligned and lags a page, as SGLang's), the tokens since its last checkpoint (kept so a next turn
+        can resume there) and a prefill chunk, each rounded up."""
+        ps = self.page_size
+        window = -(-self.sliding_window_size // ps) + 1 + -(-self.mamba_track_interval // ps)
+        return window + -(-self.chunked_prefill_size // ps) + 2
 
     @property
     def vocab_name(self) -> str:

@@ -59,8 +59,16 @@ class Request:
     """The first position this request computed itself (after the cache hit)."""
     rstate: RecurrentState | None = None
     """Hybrid models: the recurrent and conv state after ``computed`` tokens, and its checkpoints."""
-    swa_evicted_before: int = 0
-    """Sliding-window keys of the restored prefix below this position are gone (``swa-early-evict``)."""
+    swa_pages: list[int] = field(default_factory=list)
+    """SWA pool page of each page of positions (0: none; the tree's below ``swa_own_from``), swa_cache.py."""
+    swa_own_from: int = 0
+    """Index of the first page whose SWA page the request allocates itself (after its prefix hit)."""
+    swa_evicted: int = 0
+    """Positions below this have no SWA page any more (SGLang's ``swa_evicted_seqlen``)."""
+    swa_reserved: int = 0
+    """SWA pages reserved at admission: the most it will own at once."""
+    swa_held: int = 0
+    """SWA pages it owns now."""
     input_logprobs: list[LogprobEntry] = field(default_factory=list)
     input_top: list[list[LogprobEntry] | None] = field(default_factory=list)
     input_ids_lp: list[list[LogprobEntry] | None] = field(default_factory=list)

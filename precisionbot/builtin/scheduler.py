@@ -3,7 +3,8 @@
 HTTP handler threads only ``submit`` requests and wait on them. Each loop iteration runs at most one
 prefill step (up to ``chunked_prefill_size`` prompt tokens across requests) and one decode step (one token
 for every decoding request), so concurrent requests share batches and prefill and decode run with
-different shapes, as in a real engine. The restore and cache-insert faults live here.
+different shapes, as in a real engine. How a request starts from a prefix hit, and the restore and cache-insert
+faults, are in restore.py.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from collections import deque
 
 import torch
 
+from precisionbot.builtin import restore
 from precisionbot.builtin.kvcache import Node, PageAllocator, RadixCache
 from precisionbot.builtin.model import Model, Segment
 from precisionbot.builtin.options import EngineOptions
-from precisionbot.builtin.recurrent import RecurrentState
 from precisionbot.builtin.request import Request
 from precisionbot.builtin.sampling import record_input_logprobs, sample_next
+from precisionbot.builtin.swa_cache import SwaMemory
 from precisionbot.builtin.tokenizer import Vocab
 
 _IDLE_WAIT_S = 0.05
@@ -32,7 +34,13 @@ class Scheduler:
         self.model = model
         self.ps = options.page_size
         self.allocator = PageAllocator(options.kv_pool_tokens // self.ps)
-        self.cache = RadixCache(self.allocator, self.ps)
+        self.swa: SwaMemory | None = None
+        if options.uses_swa_pool:
+            swa_allocator = PageAllocator(options.swa_pool_tokens // self.ps, "SWA KV pool")
+            self.cache = RadixCache(self.allocator, self.ps, swa_allocator, options.sliding_window_size)
+            self.swa = SwaMemory(options, swa_allocator, self.cache)
+        else:
+            self.cache = RadixCache(self.allocator, self.ps)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self._wake = threading.Event()
@@ -87,6 +95,23 @@ class Scheduler:
         self._wake.set()
         return answered.wait(timeout_s) and ticket[0]
 
+    def internal_state(self) -> dict[str, float]:
+        """``/server_info`` ``internal_states``: batch counters and, with an SWA pool, its pages (read without
+        the scheduler's lock: a snapshot that may be one step old)."""
+        out: dict[str, float] = dict(self.stats)
+        if self.swa is not None:
+            free, size = self.swa.allocator.free_count, self.swa.allocator.n_pages - 1
+            out |= {
+                "swa_token_usage": round(1 - free / size, 6),
+                "swa_pool_pages": size,
+                "swa_free_pages": free,
+                "swa_cached_pages": self.cache.swa_cached_pages,
+                "swa_tombstones": self.cache.cached_pages - self.cache.swa_cached_pages,
+                **self.cache.stats,
+                **self.swa.stats,
+            }
+        return out
+
     # ---- the scheduler thread ----------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -131,11 +156,9 @@ class Scheduler:
             path: list[Node] = []
             if not self.options.disable_radix_cache:
                 cap = min(n_in - 1, req.logprob.logprob_start_len) if req.logprob.return_logprob else n_in - 1
-                path = self.cache.match(req.input_ids, cap)
-                if self.options.is_hybrid:
-                    # SGLang's mamba radix cache: a hit resumes at the last checkpoint at or below the match.
-                    while path and path[-1].mamba is None:
-                        path.pop()
+                # SGLang's mamba radix cache: a hit resumes at the last checkpoint at or below the match; its
+                # SWA radix cache: only where the window before it still has its SWA pages.
+                path = self.cache.usable(self.cache.match(req.input_ids, cap), checkpoint=self.options.is_hybrid)
             self.cache.lock(path)
             total_pages = -(-(n_in + req.sampling.max_new_tokens) // self.ps)
             fresh = total_pages - len(path)
@@ -145,16 +168,21 @@ class Scheduler:
                 fresh += 1
             if self.allocator.free_count < fresh:
                 self.cache.evict(fresh - self.allocator.free_count)
-            if self.allocator.free_count < fresh:
+            short = self.allocator.free_count < fresh
+            owned = 0 if self.options.has_fault("restore-layer0-only") else len(path)  # SWA pages it won't own
+            if short or (self.swa is not None and not self.swa.reserve(req, owned, self.running)):
                 self.cache.unlock(path)
                 if not self.running:
-                    raise MemoryError(f"KV pool too small for request {req.rid} ({n_in} prompt tokens)")
+                    pool = "KV pool" if short else "SWA KV pool"
+                    raise MemoryError(f"{pool} too small for request {req.rid} ({n_in} prompt tokens)")
                 return  # wait for running requests to free pages
             self.waiting.popleft()
             req.cached_tokens = len(path) * self.ps
-            req.pages = self._restore(path, self.allocator.alloc(fresh), req)
+            req.pages = restore.pages(self, path, self.allocator.alloc(fresh), req)
+            if self.swa is not None:
+                restore.swa_pages(self, req, total_pages)
             if self.options.is_hybrid:
-                req.rstate = self._restore_state(path, req)
+                req.rstate = restore.state(self, path, req)
             req.computed = req.first_computed = req.cached_tokens
             pages = torch.tensor(req.pages, dtype=torch.int64)
             req.slots = (pages[:, None] * self.ps + torch.arange(self.ps)).flatten()
@@ -164,51 +192,6 @@ class Scheduler:
                 req.input_top = [None]
                 req.input_ids_lp = [None]
             self.running.append(req)
-
-    def _restore(self, path: list[Node], fresh: list[int], req: Request) -> list[int]:
-        """The pages a request starts from: the cached prefix's pages, then fresh ones."""
-        cached = [node.page for node in path]
-        if self.options.has_fault("restore-layer0-only") and path:
-            # The bug: copying the cached prefix into the request's own pages restores layer 0 only.
-            own = fresh[: len(path)]
-            src, dst = self._page_slots(cached), self._page_slots(own)
-            self.model.k_pool[:, dst] = 0
-            self.model.v_pool[:, dst] = 0
-            self.model.k_pool[0, dst] = self.model.k_pool[0, src]
-            self.model.v_pool[0, dst] = self.model.v_pool[0, src]
-            self.cache.unlock(path)
-            path.clear()
-            return fresh
-        req.prefix_path = path
-        if self.options.has_fault("restore-stale-page") and path:
-            # The bug: the last restored page is a freshly allocated one whose old contents were never
-            # overwritten with the cached KV (stale data of whatever used that page before).
-            return cached[:-1] + fresh
-        return cached + fresh
-
-    def _restore_state(self, path: list[Node], req: Request) -> RecurrentState:
-        """The recurrent state a hybrid request starts from: the checkpoint at the end of its hit, or zeros."""
-        o = self.options
-        if not path or req.cached_tokens == 0:
-            return RecurrentState()  # also restore-layer0-only: "the rest is zero" includes the state
-        snap = path[-1].mamba
-        if o.has_fault("mamba-stale-checkpoint"):
-            # The bug: the previous checkpoint's state is restored, but the hit still reports the later length.
-            snap = next((n.mamba for n in reversed(path[:-1]) if n.mamba is not None), None)
-            if snap is None:
-                return RecurrentState()
-        assert snap is not None
-        state = snap.restore(conv_shift=o.has_fault("conv-state-shift"))
-        window = o.sliding_window_size
-        if o.has_fault("swa-early-evict") and req.cached_tokens > window:
-            # The bug: the SWA pool frees restored pages by half the window (pages, not tokens, of a window
-            # counted twice), so the older half of what the first new tokens must see is gone.
-            req.swa_evicted_before = (req.cached_tokens - window // 2) // self.ps * self.ps
-        return state
-
-    def _page_slots(self, pages: list[int]) -> torch.Tensor:
-        p = torch.tensor(pages, dtype=torch.int64)
-        return (p[:, None] * self.ps + torch.arange(self.ps)).flatten().to(self.model.device)
 
     def _prefill_step(self) -> bool:
         budget, segments, owners = self.options.chunked_prefill_size, [], []
@@ -221,6 +204,9 @@ class Scheduler:
             n = min(budget, len(req.input_ids) - req.computed)
             assert req.slots is not None
             offset = -1 if chunk_fault and req.computed > req.first_computed else 0
+            if self.swa is not None:
+                self.swa.evict_out_of_window(req)
+                self.swa.ensure(req, req.computed + n)
             segments.append(
                 Segment(
                     req.input_ids[req.computed : req.computed + n],
@@ -229,7 +215,7 @@ class Scheduler:
                     offset,
                     req.noise,
                     state=req.rstate,
-                    swa_evicted_before=req.swa_evicted_before,
+                    swa_slots=self.swa.slots(req) if self.swa is not None else None,
                 )
             )
             owners.append(req)
@@ -258,6 +244,9 @@ class Scheduler:
         for req in batch:
             assert req.slots is not None
             pos = len(req.input_ids) + len(req.output_ids) - 1
+            if self.swa is not None:
+                self.swa.evict_out_of_window(req)
+                self.swa.ensure(req, pos + 1)
             segments.append(
                 Segment(
                     [req.output_ids[-1]],
@@ -267,7 +256,7 @@ class Scheduler:
                     req.noise,
                     decode=True,
                     state=req.rstate,
-                    swa_evicted_before=req.swa_evicted_before,
+                    swa_slots=self.swa.slots(req) if self.swa is not None else None,
                     generated=len(req.output_ids),
                 )
             )
@@ -298,11 +287,13 @@ class Scheduler:
     def _release(self, req: Request, *, insert: bool) -> None:
         """Hands a request's full pages to the prefix cache and frees the rest."""
         pages, keep = req.pages, 0
+        swa_duplicates: list[int] = []
         if insert and pages:
             keep = min(req.computed // self.ps, len(pages))
-            adopted, duplicates = self.cache.insert(req.seq[: keep * self.ps], pages[:keep])
+            offer = self.swa.owned(req, keep) if self.swa is not None else None
+            adopted, duplicates, swa_duplicates = self.cache.insert(req.seq[: keep * self.ps], pages[:keep], offer)
             if self.options.has_fault("cache-decode-kv-rounded"):
-                self._round_decode_kv(req, adopted)
+                restore.round_decode_kv(self, req, adopted)
             self.allocator.free(duplicates)
             if req.rstate is not None and req.rstate.checkpoints:
                 nodes = self.cache.match(req.seq, keep * self.ps)
@@ -312,19 +303,8 @@ class Scheduler:
                         nodes[index].mamba = snap
         cached = {node.page for node in req.prefix_path}
         self.allocator.free([p for p in pages[keep:] if p not in cached])
+        if self.swa is not None:
+            self.swa.release(req, keep, swa_duplicates)
         self.cache.unlock(req.prefix_path)
         req.prefix_path = []
         req.pages = []
-
-    def _round_decode_kv(self, req: Request, adopted: list[int]) -> None:
-        """The bug: KV written by decode steps is stored into the prefix cache rounded to fp8 e4m3."""
-        first_decode = len(req.input_ids)
-        index = {page: i for i, page in enumerate(req.pages)}
-        slots = [
-            page * self.ps + j for page in adopted for j in range(self.ps) if index[page] * self.ps + j >= first_decode
-        ]
-        if not slots:
-            return
-        s = torch.tensor(slots, dtype=torch.int64, device=self.model.device)
-        for pool in (self.model.k_pool, self.model.v_pool):
-            pool[:, s] = pool[:, s].to(torch.float8_e4m3fn).to(pool.dtype)

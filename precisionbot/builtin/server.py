@@ -84,7 +84,7 @@ class Engine:
             **(_hybrid_info(o) if o.is_hybrid else {}),
             "random_seed": o.seed,
             "faults": o.fault_specs(),
-            "internal_states": [dict(self.scheduler.stats)],
+            "internal_states": [self.scheduler.internal_state()],
             "model_config": model_config,
             "torch_version": torch.__version__,
             "version": f"precisionbot-builtin {__version__}",
@@ -105,9 +105,10 @@ def _hybrid_info(o: EngineOptions) -> dict[str, Any]:
         "mamba_ssm_dtype": "float32",
         "mamba_radix_cache_strategy": "checkpoint",
         "sliding_window_size": o.sliding_window_size,
-        # SWA and full-attention KV share one pool here (no separate SWA pool): the ratio of their sizes is 1.
-        "swa_full_tokens_ratio": 1.0,
-        "disable_hybrid_swa_memory": True,
+        # With disable_hybrid_swa_memory the sliding-window KV shares the full pool: the ratio is then 1.
+        "swa_full_tokens_ratio": o.swa_full_tokens_ratio if o.uses_swa_pool else 1.0,
+        "disable_hybrid_swa_memory": not o.uses_swa_pool,
+        "swa_max_total_num_tokens": o.swa_pool_tokens if o.uses_swa_pool else o.kv_pool_tokens,
     }
 
 

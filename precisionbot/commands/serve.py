@@ -45,6 +45,18 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--mamba-track-interval", type=int, default=64, help="hybrid preset: tokens between state checkpoints"
     )
+    parser.add_argument(
+        "--swa-full-tokens-ratio",
+        type=float,
+        default=0.8,
+        help="hybrid preset: size of the sliding-window layers' KV pool as a fraction of the full pool (SGLang's "
+        "name and default, 0.8)",
+    )
+    parser.add_argument(
+        "--disable-hybrid-swa-memory",
+        action="store_true",
+        help="hybrid preset: keep the sliding-window KV in the full pool (no SWA pool, no out-of-window freeing)",
+    )
     add_engine_flags(parser)
     parser.set_defaults(handler=run)
 
@@ -60,6 +72,8 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
         device=args.device,
         sliding_window_size=args.sliding_window_size,
         mamba_track_interval=args.mamba_track_interval,
+        swa_full_tokens_ratio=args.swa_full_tokens_ratio,
+        disable_hybrid_swa_memory=args.disable_hybrid_swa_memory,
         **engine_kwargs(args),
     )
 

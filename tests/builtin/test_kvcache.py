@@ -20,7 +20,7 @@ def test_match_is_page_aligned_and_capped() -> None:
     cache = RadixCache(alloc, page_size=4)
     tokens = list(range(10))
     pages = alloc.alloc(2)
-    adopted, dupes = cache.insert(tokens[:8], pages)
+    adopted, dupes, _ = cache.insert(tokens[:8], pages)
     assert adopted == pages and dupes == []
     assert [n.page for n in cache.match(tokens, 100)] == pages
     assert len(cache.match(tokens, 7)) == 1  # a cap inside page 2 only reuses page 1
@@ -34,7 +34,7 @@ def test_duplicates_are_returned_and_shared_pages_are_not() -> None:
     first = alloc.alloc(2)
     cache.insert([1, 2, 3, 4], first)
     other = alloc.alloc(3)
-    adopted, dupes = cache.insert([1, 2, 3, 4, 5, 6], [first[0], other[1], other[2]])
+    adopted, dupes, _ = cache.insert([1, 2, 3, 4, 5, 6], [first[0], other[1], other[2]])
     assert adopted == [other[2]] and dupes == [other[1]]
 
 
