@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-new-tokens", type=int, metavar="N")
     p.add_argument("--prompt-tokens", metavar="N|LO..HI", help="prompt length in tokens, or a range")
     p.add_argument("--profile", choices=("default", "deterministic"), help="threshold profile")
-    p.add_argument("--baseline-store", metavar="URI", help="baseline store (golden)")
+    p.add_argument("--baseline-store", "--store", dest="baseline_store", metavar="URI", help="baseline store (golden)")
     p.add_argument("--layers-dump", metavar="DIR", help="layers: hidden-state dumps of the engine under test")
     p.add_argument("--layers-baseline", metavar="DIR", help="layers: the baseline build's dumps")
     p.add_argument(

@@ -50,7 +50,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--checks", default=DEFAULT_CHECKS, metavar="a,b", help=f"checks to run (default {DEFAULT_CHECKS})")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output directory (default {DEFAULT_OUT})")
-    p.add_argument("--store", metavar="URI", help="baseline store (default: DIR/baselines)")
+    p.add_argument(
+        "--store", "--baseline-store", dest="store", metavar="URI", help="baseline store (default: DIR/baselines)"
+    )
     p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, metavar="N")
     p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, metavar="N")
     p.add_argument("--prompt-tokens", default=DEFAULT_PROMPT_TOKENS, metavar="N|LO..HI")

@@ -37,7 +37,13 @@ def register(subparsers: Any) -> None:
         "run's false-alarm rate below --flake-rate. Exit 0, or 2 when R reruns cannot support the rate.",
     )
     source = s.add_mutually_exclusive_group(required=True)
-    source.add_argument("--store", metavar="URI", help="a baseline store with helper reruns (baseline record --reruns)")
+    source.add_argument(
+        "--store",
+        "--baseline-store",
+        dest="store",
+        metavar="URI",
+        help="a baseline store with helper reruns (baseline record --reruns)",
+    )
     source.add_argument("--engine-url", metavar="URL", help="a running clean engine to rerun the helpers on")
     source.add_argument("--engine", choices=("builtin", "launch"), help="builtin: in-process; launch: from config")
     s.add_argument("--run", metavar="RUN", help="with --store: this run (default: the newest with helper reruns)")

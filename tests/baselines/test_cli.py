@@ -9,7 +9,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from precisionbot.cli import main
+from precisionbot.cli import build_parser, main
 
 CONFIG = """
 baselines: {helper_reruns: 0}
@@ -73,6 +73,12 @@ def test_record_list_show_and_check_local(config: str, tmp_path: Path, capsys: p
     assert main(["baseline", "list", "--store", store]) == 0
     listing = capsys.readouterr().out
     assert run_id in listing and "abc1234" in listing and "builtin" in listing
+
+    # One spelling works everywhere: `baseline ... --baseline-store` as on `check`, `check --store` as on `baseline`.
+    assert main(["baseline", "list", "--baseline-store", store]) == 0
+    assert run_id in capsys.readouterr().out
+    args = build_parser().parse_args(["check", "--engine", "builtin", "--store", store])
+    assert args.baseline_store == store
 
     assert main(["baseline", "show", run_id[:22], "--store", store]) == 0
     shown = capsys.readouterr().out
