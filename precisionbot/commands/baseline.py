@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from precisionbot.builtin.flags import add_engine_flags
+from precisionbot.commands.store_option import add_store_option
 
 
 def register(subparsers: Any) -> None:
@@ -33,13 +34,7 @@ def register(subparsers: Any) -> None:
     rec.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
     rec.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")
     add_engine_flags(rec)
-    rec.add_argument(
-        "--store",
-        "--baseline-store",
-        dest="store",
-        metavar="URI",
-        help="s3://bucket/prefix, file:///dir or a directory",
-    )
+    add_store_option(rec, help="s3://bucket/prefix, file:///dir or a directory")
     rec.add_argument("--label", default="baseline_established", choices=["baseline_established", "passed", "failed"])
     rec.add_argument("--producer", default="default", metavar="NAME", help="a known-good variant's name (noise band)")
     rec.add_argument(
@@ -61,18 +56,12 @@ def register(subparsers: Any) -> None:
         "publish", help="verify runs recorded into staging stores and copy them into the store (create-only)"
     )
     pub.add_argument("staging", nargs="+", metavar="DIR", help="staging stores written by `baseline record --store`")
-    pub.add_argument(
-        "--store",
-        "--baseline-store",
-        dest="store",
-        metavar="URI",
-        help="the real store (default: baselines.store in the config)",
-    )
+    add_store_option(pub, help="the real store (default: baselines.store in the config)")
     pub.add_argument("--config", metavar="FILE", help="precisionbot YAML config")
     pub.set_defaults(handler=_publish)
 
     lst = sub.add_parser("list", help="list the runs in a store, newest first")
-    lst.add_argument("--store", "--baseline-store", dest="store", metavar="URI")
+    add_store_option(lst)
     lst.add_argument("--model", metavar="NAME")
     lst.add_argument("--json", action="store_true", help="one JSON object per line")
     lst.set_defaults(handler=_list)
@@ -80,14 +69,14 @@ def register(subparsers: Any) -> None:
     hist = sub.add_parser(
         "history", help="each baseline's golden and helper statistics over time, vs the previous and the first"
     )
-    hist.add_argument("--store", "--baseline-store", dest="store", metavar="URI")
+    add_store_option(hist)
     hist.add_argument("--model", metavar="NAME")
     hist.add_argument("--json", action="store_true", help="one JSON object per line")
     hist.set_defaults(handler=_history)
 
     show = sub.add_parser("show", help="show one run's meta, signature parts, files and stats")
     show.add_argument("run", metavar="RUN", help="run id (or a unique prefix of it)")
-    show.add_argument("--store", "--baseline-store", dest="store", metavar="URI")
+    add_store_option(show)
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=_show)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.flags import given as builtin_flags_given
+from precisionbot.commands.store_option import add_store_option
 from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config_or_default
 from precisionbot.config_fields import parse_int_range
 from precisionbot.errors import ConfigError, EngineError
@@ -58,7 +59,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-new-tokens", type=int, metavar="N")
     p.add_argument("--prompt-tokens", metavar="N|LO..HI", help="prompt length in tokens, or a range")
     p.add_argument("--profile", choices=("default", "deterministic"), help="threshold profile")
-    p.add_argument("--baseline-store", "--store", dest="baseline_store", metavar="URI", help="baseline store (golden)")
+    add_store_option(p, dest="baseline_store", help="baseline store (golden)")
     p.add_argument("--layers-dump", metavar="DIR", help="layers: hidden-state dumps of the engine under test")
     p.add_argument("--layers-baseline", metavar="DIR", help="layers: the baseline build's dumps")
     p.add_argument(

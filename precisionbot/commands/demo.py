@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
+from precisionbot.commands.store_option import add_store_option
 from precisionbot.errors import ConfigError, DataError
 
 DEFAULT_FAULT = "restore-layer0-only"
@@ -50,9 +51,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--checks", default=DEFAULT_CHECKS, metavar="a,b", help=f"checks to run (default {DEFAULT_CHECKS})")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output directory (default {DEFAULT_OUT})")
-    p.add_argument(
-        "--store", "--baseline-store", dest="store", metavar="URI", help="baseline store (default: DIR/baselines)"
-    )
+    add_store_option(p, help="baseline store (default: DIR/baselines)")
     p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, metavar="N")
     p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, metavar="N")
     p.add_argument("--prompt-tokens", default=DEFAULT_PROMPT_TOKENS, metavar="N|LO..HI")

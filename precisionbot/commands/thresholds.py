@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from precisionbot.commands.store_option import add_store_option
 from precisionbot.fmt import plain
 
 STAT_KEYS = {"mean_k3": "kl_div", "max": "max_token_k3", "frac_over": "max_frac_over"}
@@ -37,13 +38,7 @@ def register(subparsers: Any) -> None:
         "run's false-alarm rate below --flake-rate. Exit 0, or 2 when R reruns cannot support the rate.",
     )
     source = s.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--store",
-        "--baseline-store",
-        dest="store",
-        metavar="URI",
-        help="a baseline store with helper reruns (baseline record --reruns)",
-    )
+    add_store_option(source, help="a baseline store with helper reruns (baseline record --reruns)")
     source.add_argument("--engine-url", metavar="URL", help="a running clean engine to rerun the helpers on")
     source.add_argument("--engine", choices=("builtin", "launch"), help="builtin: in-process; launch: from config")
     s.add_argument("--run", metavar="RUN", help="with --store: this run (default: the newest with helper reruns)")
