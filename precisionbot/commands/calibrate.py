@@ -75,7 +75,7 @@ RERUN_BATCHES = ((8, 4), (3, 2), (1, 1), (16, 2), (5, 3))
 
 # (check, stat, threshold attribute path, label): the numbers each threshold gates.
 RULES = (
-    ("golden", "kl_p999", "golden.logit_kl", "golden per-position KL p99.9 (no band)"),
+    ("golden", "kl_judged", "golden.logit_kl", "golden per-position KL {stat} (no band)"),
     ("golden", "confident_flips", None, "golden confident flips"),
     ("match", "mean_k3", "kl_div", "match mean_k3"),
     ("match", "max", "max_token_k3", "match max token k3"),
@@ -242,6 +242,11 @@ def _fmt(x: float | None) -> str:
     return plain(x)
 
 
+def _golden_kl_key(thresholds: Any) -> str:
+    """The golden stat that ``golden.logit_kl`` bounds under these thresholds (``logit_kl_stat``)."""
+    return "kl_max" if thresholds.golden.logit_kl_stat == "max" else "kl_p999"
+
+
 def _threshold(thresholds: Any, path: str | None) -> float | None:
     if path is None:
         return 0.0
@@ -270,7 +275,7 @@ def render(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds:
                 if name in r["must_fail"]
                 else (not caught or bool(r["must_fail"]) or r.get("reported") or allowed)
             )
-            key = "mean_k3" if name != "golden" else "kl_max" if thresholds.golden.logit_kl_stat == "max" else "kl_p999"
+            key = _golden_kl_key(thresholds) if name == "golden" else "mean_k3"
             cells.append(f"{c['verdict']}{'' if ok else ' ✗'} ({key} {_fmt(c['stats'].get(key))})")
         must = "(reported)" if r.get("reported") else (", ".join(r["must_fail"]) or "-")
         lines.append(f"| {r['variant']} | {must} | " + " | ".join(cells) + " |")
@@ -293,8 +298,9 @@ def _separation_rows(
     for check, stat, path, label in RULES:
         if check not in checks:
             continue
-        if stat == "kl_p999" and thresholds.golden.logit_kl_stat == "max":
-            stat, label = "kl_max", "golden per-position KL max (no band)"
+        if stat == "kl_judged":  # the statistic golden.logit_kl bounds: its p99.9 or its max
+            stat = _golden_kl_key(thresholds)
+            label = label.format(stat="p99.9" if stat == "kl_p999" else "max")
         limit = _threshold(thresholds, path)
         good = [r["checks"][check]["stats"].get(stat) for r in judged if check in r["checks"] and not r["must_fail"]]
         bad = [
