@@ -24,10 +24,10 @@ import numpy as np
 from precisionbot.config import load_config
 from precisionbot.errors import ConfigError
 from precisionbot.report import render_comment
+from precisionbot.report.heat_strip import worst_strips
 from precisionbot.report.load import load_sections
-from precisionbot.report.strip import worst_strips
-from precisionbot.resultdir import write_result
 from precisionbot.results import PositionRecord, RunResult
+from precisionbot.results.directory import write_result
 from tests.core.test_hostile_fuzz import LAUGHS, forged_run
 
 

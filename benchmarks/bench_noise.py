@@ -88,11 +88,11 @@ def simulate(args: argparse.Namespace) -> None:
 
 
 def engine(args: argparse.Namespace) -> None:
-    from precisionbot.checks.vs_main import rerun_helpers
-    from precisionbot.config import Config
+    from precisionbot.checks.rerun import rerun_helpers
+    from precisionbot.config import from_mapping
     from precisionbot.engines.builtin import BuiltinEngine
 
-    config = Config.from_mapping(
+    config = from_mapping(
         {
             "suites": {
                 "consistency": {

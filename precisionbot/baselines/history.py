@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from precisionbot.baselines.catalog import list_runs
-from precisionbot.baselines.compare import LayoutMismatch, compare_records
+from precisionbot.baselines.catalog import list_runs, load_golden
+from precisionbot.baselines.golden_compare import LayoutMismatch, compare_records
 from precisionbot.baselines.golden_record import GoldenRecord
-from precisionbot.baselines.helpers import HelperRuns, load_helpers
+from precisionbot.baselines.helper_reruns import HelperRuns, load_helpers
 from precisionbot.baselines.record import RunMeta
 from precisionbot.baselines.store import Store
 from precisionbot.config import CONSISTENCY_CHECKS
@@ -60,7 +60,6 @@ def _finite(value: Any) -> Any:
 
 
 def _golden(store: Store, meta: RunMeta) -> GoldenRecord | None:
-    from precisionbot.checks.golden import load_golden
 
     return load_golden(store, meta) if isinstance(meta.extra.get("golden"), dict) else None
 

@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from precisionbot import __version__
-from precisionbot.builtin.api import BadRequest, parse_generate, response
 from precisionbot.builtin.model import Model
 from precisionbot.builtin.openai_api import (
     MODEL_NAME,
@@ -29,6 +28,7 @@ from precisionbot.builtin.openai_api import (
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.request import LogprobParams, Request, SamplingParams
 from precisionbot.builtin.scheduler import Scheduler
+from precisionbot.builtin.sglang_api import BadRequest, parse_generate, response
 from precisionbot.builtin.tokenizer import vocab_for
 from precisionbot.builtin.weights import build_weights
 from precisionbot.errors import EngineStartError

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from precisionbot.checks.compare import AlignedSample, CheckOutput, compare
 from precisionbot.checks.context import CheckContext
+from precisionbot.checks.score import AlignedSample, CheckOutput, compare
 from precisionbot.engines.base import GenerateRequest, Generation
 from precisionbot.errors import EngineError
 from precisionbot.results import CacheStats, CheckResult

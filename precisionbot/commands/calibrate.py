@@ -117,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
     from precisionbot.baselines import open_store
     from precisionbot.builtin.options import HYBRID_ONLY_FAULTS, EngineOptions
     from precisionbot.checks.golden import golden_target, record_golden
-    from precisionbot.checks.runner import run_suite
+    from precisionbot.checks.suite import run_suite
     from precisionbot.commands.check import apply_overrides
     from precisionbot.config import load_config_or_default
     from precisionbot.engines.builtin import BuiltinEngine
@@ -167,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
                 run_suite_cfg = dataclasses.replace(run_suite_cfg, max_new_tokens=least)
             engine = BuiltinEngine(faults=(variant,) if variant else (), **flags, **batching)
             try:
-                run = run_suite(engine, config, run_suite_cfg, profile=profile, baseline_store=store.uri)
+                run = run_suite(engine, config, run_suite_cfg, profile=profile, store=store)
             finally:
                 engine.close()
             verdicts = ", ".join(f"{c.name} {c.verdict.value}" for c in run.result.checks)

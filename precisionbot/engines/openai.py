@@ -17,7 +17,7 @@ import numpy as np
 
 from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo
 from precisionbot.engines.http import HttpClient
-from precisionbot.engines.validate import logprob
+from precisionbot.engines.sglang_parse import logprob
 from precisionbot.errors import EngineError
 
 CACHE_REASON = (

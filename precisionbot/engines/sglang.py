@@ -16,7 +16,7 @@ import httpx
 
 from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo
 from precisionbot.engines.http import HttpClient, error_message
-from precisionbot.engines.validate import parse_batch
+from precisionbot.engines.sglang_parse import parse_batch
 from precisionbot.errors import EngineError
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from precisionbot.fmt import count, plain, sig
-from precisionbot.report import evidence, hybrid
+from precisionbot.report import diagnosis_hybrid, evidence
 from precisionbot.report.escape import cap, visible
 from precisionbot.results import CheckResult, Diagnosis, RunResult, SampleSummary, Verdict
 
@@ -48,7 +48,7 @@ def diagnose(
         primary = by_name["golden"]
     if primary is not None:
         if primary.name in CONSISTENCY:
-            hybrid.state_and_window(primary, by_name.get("match"), engine or {}, out)
+            diagnosis_hybrid.state_and_window(primary, by_name.get("match"), engine or {}, out)
             _onset(primary, out)
         _spread(primary, out)
     # A token id seen with its text anywhere in the run names a text-less worst position too.

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from precisionbot.noise import poisson_sf
+from precisionbot.metrics.flips import poisson_sf
 from precisionbot.results import WorstPosition
 
 NOISE_DELTA_NATS = 1e-2

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from precisionbot.fmt import count, sig
-from precisionbot.noise import KL_FLOOR
+from precisionbot.metrics.flips import KL_FLOOR
 from precisionbot.report.escape import label_text, prose
 from precisionbot.results import CheckResult
 

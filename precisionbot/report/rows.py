@@ -154,7 +154,7 @@ def check_row(
 def vs_main_cell(c: CheckResult) -> str:
     """The helper's comparison with main's reruns (``noisestats.describe``), re-derived from the numbers
     ``result.json`` carries rather than its stored text."""
-    from precisionbot.noisestats import MainComparison, describe
+    from precisionbot.metrics.rerun_stats import MainComparison, describe
 
     info = c.extra.get("vs_main")
     if not isinstance(info, Mapping) or "p_value" not in info:

@@ -19,7 +19,8 @@ from datetime import datetime, timedelta, timezone
 
 from precisionbot.errors import CloudError, ConfigError, PrecisionbotError
 from precisionbot.runners.cloud import Cloud
-from precisionbot.runners.model import (
+from precisionbot.runners.github_runners import RunnerRegistry
+from precisionbot.runners.records import (
     NAME_PREFIX,
     TAG_EXPIRES_AT,
     TAG_LABEL,
@@ -34,7 +35,6 @@ from precisionbot.runners.model import (
     iso_utc,
     name_created_at,
 )
-from precisionbot.runners.registry import RunnerRegistry
 from precisionbot.runners.userdata import render_user_data
 
 Log = Callable[[str], None]

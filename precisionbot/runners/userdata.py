@@ -7,7 +7,7 @@ import shlex
 from importlib import resources
 
 from precisionbot.errors import ConfigError
-from precisionbot.runners.model import RunnerSpec, validate_runner_user
+from precisionbot.runners.records import RunnerSpec, validate_runner_user
 
 TEMPLATE = "runner-user-data.sh.j2"
 USER_DATA_LIMIT_BYTES = 16 * 1024

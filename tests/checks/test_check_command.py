@@ -12,7 +12,7 @@ import pytest
 from precisionbot.commands import check
 from precisionbot.errors import ConfigError, EngineError
 from precisionbot.gh.provenance import config_digest
-from precisionbot.resultdir import read_records, read_result
+from precisionbot.results.directory import read_records, read_result
 from tests.engines.fake_sglang import Behaviour, fake_sglang
 
 SMALL = ["--samples", "3", "--max-new-tokens", "4", "--prompt-tokens", "12..20", "--quiet"]

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from precisionbot.checks.compare import AlignedSample, compare, judge
+from precisionbot.checks.score import AlignedSample, compare, judge
 from precisionbot.config import Config
 from precisionbot.results import Verdict
 
@@ -124,7 +124,7 @@ def test_token_threshold_outside_default_set_gets_its_own_fraction() -> None:
 
 
 def test_cache_helper_less_exact_than_match_fails() -> None:
-    from precisionbot.checks.compare import judge_against_match
+    from precisionbot.checks.score import judge_against_match
 
     match = compare("match", [_sample(i, [-1.0] * 4, [-1.0] * 4) for i in range(3)], DEFAULT).result
     noisy_match = compare("match", [_sample(i, [-1.0] * 4, [-1.01] * 4) for i in range(3)], DEFAULT).result

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy.special import log_softmax
 
-from precisionbot.baselines.compare import LayoutMismatch, compare_records
+from precisionbot.baselines.golden_compare import LayoutMismatch, compare_records
+from precisionbot.baselines.golden_judge import golden_stats, judge_golden, worst_positions
 from precisionbot.baselines.golden_record import GoldenRecord, GoldenSample
-from precisionbot.baselines.judge import golden_stats, judge_golden, worst_positions
 from precisionbot.config import GoldenThresholds
-from precisionbot.noise import noise_band
+from precisionbot.metrics.flips import noise_band
 from precisionbot.results import Verdict
 
 V, K, N = 64, 20, 400

@@ -1,4 +1,4 @@
-"""The comment side's re-derivation (``precisionbot.verification``) agrees with the checks on real runs.
+"""The comment side's re-derivation (``precisionbot.report.verify``) agrees with the checks on real runs.
 
 Real runs of the builtin engine: an honest PASS stays PASS when re-derived from its stats alone, and a
 FAIL relabelled PASS (what a forged result.json would say) is caught, for the consistency helpers and golden.
@@ -15,13 +15,13 @@ from precisionbot import corpus
 from precisionbot.baselines.store import open_store
 from precisionbot.checks import run_suite
 from precisionbot.checks.golden import GoldenTarget, compare_golden, record_golden
-from precisionbot.checks.runner import CheckRun
+from precisionbot.checks.suite import CheckRun
 from precisionbot.config import Config, GoldenOptions, GoldenThresholds, ThresholdsConfig
 from precisionbot.engines.builtin import BuiltinEngine
 from precisionbot.report.load import load_sections
-from precisionbot.resultdir import write_result
+from precisionbot.report.verify import verify_run
 from precisionbot.results import EngineInfo, RunResult, Verdict
-from precisionbot.verification import verify_run
+from precisionbot.results.directory import write_result
 
 pytestmark = pytest.mark.slow
 

@@ -29,17 +29,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from precisionbot import npzcap
 from precisionbot.config import Config, load_config
-from precisionbot.engines.validate import parse_batch
+from precisionbot.engines.sglang_parse import parse_batch
 from precisionbot.errors import ConfigError, DataError, EngineError
 from precisionbot.gh.api import PullInfo
 from precisionbot.gh.event import SHA, parse_event
 from precisionbot.gh.gate import Facts, decide
 from precisionbot.report import render_comment, render_json, render_summary
 from precisionbot.report.load import load_sections
-from precisionbot.resultdir import write_result
 from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult, Verdict
+from precisionbot.results import arrays as result_arrays
+from precisionbot.results.directory import write_result
 from tests.core.test_verification import stats
 from tests.engines.test_validate import REQUEST, _valid
 
@@ -302,7 +302,7 @@ def test_a_header_bomb_and_a_zip_bomb_are_refused_before_allocating(
     assert "declares 800,000,000,000 bytes" in sections[0].run.checks[0].reasons[0]
     # A zip bomb in miniature: 8 MiB of zeros (8 kB compressed) against a 1 MiB cap; the traced peak (reads go
     # in 1 MiB chunks) stays below what inflating it would take.
-    monkeypatch.setattr(npzcap, "MAX_ARRAY_BYTES", 1024 * 1024)
+    monkeypatch.setattr(result_arrays, "MAX_ARRAY_BYTES", 1024 * 1024)
     with zipfile.ZipFile(tmp_path / "match.npz", "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("lp_ref.npy", _npy((2**20,), "<f8", 2**23))
     with bounded(cap_bytes=4 * 1024 * 1024):

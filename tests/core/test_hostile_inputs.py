@@ -18,16 +18,16 @@ import pytest
 from precisionbot.config import load_config
 from precisionbot.corpus import load_jsonl
 from precisionbot.engines.http import HttpClient
-from precisionbot.engines.validate import parse_batch
+from precisionbot.engines.sglang_parse import parse_batch
 from precisionbot.errors import ConfigError, DataError, EngineError
 from precisionbot.gh.event import parse_event, pr_of
 from precisionbot.gh.slash import Malformed, parse_command
 from precisionbot.gh.workflow import log_block, log_text
 from precisionbot.report.escape import ZWJ, markdown_text
+from precisionbot.report.heat_strip import worst_strips
 from precisionbot.report.load import load_sections
-from precisionbot.report.strip import worst_strips
-from precisionbot.resultdir import write_result
 from precisionbot.results import PositionRecord, RunResult
+from precisionbot.results.directory import write_result
 from tests.core.test_hostile_fuzz import EVENTS, GOOD_SHA, LAUGHS, forged_run, mutate
 from tests.engines.test_validate import REQUEST, _valid
 

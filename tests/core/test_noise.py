@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from precisionbot import metrics, noise
-from precisionbot.divergence import concentration, sample_shapes
+from precisionbot.metrics.onset import concentration, sample_shapes
 
 
 def test_flips_by_margin_buckets() -> None:

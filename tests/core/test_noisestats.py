@@ -1,4 +1,4 @@
-"""``precisionbot.noisestats``: the distribution functions against scipy (float64), the PR-vs-main test on
+"""``precisionbot.metrics.rerun_stats``: the distribution functions against scipy (float64), the PR-vs-main test on
 simulated runs with known answers (false-alarm rate at the stated significance, power for a doubling), and
 the threshold fit against scipy's log-normal and noncentral-t references."""
 

@@ -10,7 +10,7 @@ import pytest
 
 from precisionbot.cli import main
 from precisionbot.errors import DataError
-from precisionbot.resultdir import read_result, write_result
+from precisionbot.results.directory import read_result, write_result
 from tests.core.test_results import _run
 
 

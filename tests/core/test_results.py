@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from precisionbot.errors import DataError
-from precisionbot.resultdir import read_records, read_result, write_result
 from precisionbot.results import (
     CacheStats,
     CheckResult,
@@ -18,6 +17,7 @@ from precisionbot.results import (
     Verdict,
     WorstPosition,
 )
+from precisionbot.results.directory import read_records, read_result, write_result
 
 
 def _run() -> RunResult:

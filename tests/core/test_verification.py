@@ -13,9 +13,9 @@ import pytest
 from precisionbot.config import DEFAULT_PROFILES, ThresholdsConfig
 from precisionbot.report import render_comment
 from precisionbot.report.load import load_sections
-from precisionbot.resultdir import write_result
+from precisionbot.report.verify import verify_check, verify_run
 from precisionbot.results import CacheStats, CheckResult, EngineInfo, RunResult, Verdict
-from precisionbot.verification import verify_check, verify_run
+from precisionbot.results.directory import write_result
 
 TRUSTED = ThresholdsConfig()
 LIMITS = DEFAULT_PROFILES["default"]

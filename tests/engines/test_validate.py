@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from precisionbot.engines.base import GenerateRequest
-from precisionbot.engines.validate import parse_batch, parse_generation
+from precisionbot.engines.sglang_parse import parse_batch, parse_generation
 from precisionbot.errors import EngineError
 from tests.engines.fake_sglang import Behaviour, FakeState
 

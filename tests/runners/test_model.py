@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from precisionbot.errors import ConfigError
-from precisionbot.runners.model import (
+from precisionbot.runners.records import (
     Instance,
     iso_utc,
     name_created_at,

@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 
 from precisionbot import metrics
-from precisionbot.baselines.judge import stat_fails
-from precisionbot.checks.compare import CACHE_HELPERS, judge, judge_against_match
+from precisionbot.baselines.golden_judge import stat_fails
 from precisionbot.checks.consistency import MIN_KEPT_FRACTION
+from precisionbot.checks.score import CACHE_HELPERS, judge, judge_against_match
 from precisionbot.checks.window_step import step_fails
 from precisionbot.config import ThresholdsConfig, ThresholdSet
-from precisionbot.noise import NoiseBand
+from precisionbot.metrics.flips import NoiseBand
 from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
 
 CONSISTENCY = ("match", *CACHE_HELPERS)

@@ -15,8 +15,8 @@ import numpy as np
 
 from precisionbot import metrics
 from precisionbot.config import ThresholdSet
-from precisionbot.divergence import sample_shapes
 from precisionbot.fmt import plain as _fmt
+from precisionbot.metrics.onset import sample_shapes
 from precisionbot.results import (
     CacheStats,
     CheckResult,

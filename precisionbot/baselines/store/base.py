@@ -5,8 +5,8 @@ immutable: ``put_bytes`` is create-only (S3 ``If-None-Match: *``, ``os.link`` lo
 never overwrite each other and a reader never sees a half-written object. There is no shared manifest to
 read-modify-write (SGLang's nightly store loses rows that way): listing the keys *is* the manifest.
 
-``open_store(uri)`` is the one place a URI becomes an adapter; each implementation lives in its own module
-and translates its SDK's errors into ``StoreError`` naming the key.
+``precisionbot.baselines.store.open_store(uri)`` is the one place a URI becomes an adapter; each
+implementation lives in its own module and translates its SDK's errors into ``StoreError`` naming the key.
 """
 
 from __future__ import annotations
@@ -49,18 +49,3 @@ def check_key(key: str) -> str:
     if not key or any(p in ("", ".", "..") or not _KEY_PART.match(p) for p in parts):
         raise StoreError(f"invalid store key {key!r}: use '/'-separated names of letters, digits and ._=+-")
     return key
-
-
-def open_store(uri: str | None) -> Store:
-    """A ``Store`` for ``s3://bucket/prefix``, ``file:///path`` or a plain directory path (default
-    ``.precisionbot/baselines``). S3 uses boto3's own credential and endpoint chain (``AWS_ENDPOINT_URL``)."""
-    text = (uri or DEFAULT_STORE_URI).strip()
-    if text.startswith("s3://"):
-        from precisionbot.baselines.s3 import S3Store
-
-        return S3Store.from_uri(text)
-    if "://" in text and not text.startswith("file://"):
-        raise StoreError(f"unsupported baseline store URI {text!r}: use s3://bucket/prefix, file:///dir or a path")
-    from precisionbot.baselines.local import LocalStore
-
-    return LocalStore.from_uri(text)

@@ -1,6 +1,6 @@
 """The data model of a run: verdicts, per-position records, check and run results, ``result.json``.
 
-Pure: no I/O here (``precisionbot.resultdir`` reads and writes directories). ``RunResult.to_json`` /
+Pure: no I/O here (``precisionbot.results.directory`` reads and writes directories). ``RunResult.to_json`` /
 ``RunResult.from_json`` are a lossless round trip of schema 1 (CONTRACT.md); unknown extra keys survive
 in ``extra``.
 

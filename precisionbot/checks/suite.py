@@ -7,10 +7,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from precisionbot.checks.compare import CACHE_HELPERS, CheckOutput, judge_against_match
+from precisionbot.baselines.store import Store
 from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
+from precisionbot.checks.main_noise import apply_vs_main
 from precisionbot.checks.registry import CHECKS
-from precisionbot.checks.vs_main import apply_vs_main
+from precisionbot.checks.score import CACHE_HELPERS, CheckOutput, judge_against_match
 from precisionbot.checks.window_step import judge_window_step
 from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
@@ -92,7 +93,7 @@ def run_suite(
     checks: Sequence[str] | None = None,
     profile: str | None = None,
     model: ModelConfig | None = None,
-    baseline_store: str | None = None,
+    store: Store | None = None,
     progress: ProgressSink | None = None,
     engine_info: EngineInfo | None = None,
 ) -> CheckRun:
@@ -110,7 +111,7 @@ def run_suite(
         thresholds=thresholds,
         profile=profile,
         model=model,
-        baseline_store=baseline_store or config.baselines.store,
+        store=store,
         progress=progress or NullProgress(),
     )
     names = tuple(checks or suite.checks)
@@ -159,11 +160,6 @@ ENGINE_ARGS_KEPT = (
     "chunked_prefill_size",
 )
 """``/server_info`` keys copied into the run's ``environment``."""
-
-
-def run_checks(engine: Engine, config: Config, suite: SuiteConfig, **kwargs: object) -> RunResult:
-    """``run_suite`` without the arrays."""
-    return run_suite(engine, config, suite, **kwargs).result  # type: ignore[arg-type]
 
 
 def planned_units(ctx: CheckContext, names: Sequence[str]) -> int:

@@ -13,7 +13,7 @@ Seed 003 makes its case with four pictures, and the report draws the same ones f
 
 Sizes are bounded here, deterministically (no random sampling, so two renders of one result are identical):
 a line keeps each bin's largest value, a scatter keeps every flip, the largest KLs and an even stride of the
-rest, a CDF keeps fixed quantiles. :mod:`precisionbot.report.charts` turns these into SVG.
+rest, a CDF keeps fixed quantiles. :mod:`precisionbot.report.chart_svg` turns these into SVG.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from precisionbot.config import SEPARATORS, CacheConsistencyOptions, SuiteConfig
-from precisionbot.config_fields import Reader
+from precisionbot.config.fields import Reader
+from precisionbot.config.settings import SEPARATORS, CacheConsistencyOptions, SuiteConfig
 
 MAX_TURNS = 16
 MAX_BRANCHES = 64

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from precisionbot import metrics
 from precisionbot.baselines.golden_record import GoldenRecord
-from precisionbot.noise import PairComparison
+from precisionbot.metrics.flips import PairComparison
 
 F64 = npt.NDArray[np.float64]
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-# The distribution functions live in precisionbot.distributions; they are part of this module's API.
-from precisionbot.distributions import (
+# The distribution functions live in precisionbot.metrics.distributions; they are part of this module's API.
+from precisionbot.metrics.distributions import (
     kl_divergence,
     kl_from_logits,
     log_softmax,

@@ -8,7 +8,8 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-from precisionbot.config import (
+from precisionbot.config.fields import Reader, freeze_mapping
+from precisionbot.config.settings import (
     DEFAULT_PROFILES,
     DEFAULT_SUITES,
     ENGINE_KINDS,
@@ -32,8 +33,7 @@ from precisionbot.config import (
     ThresholdsConfig,
     ThresholdSet,
 )
-from precisionbot.config_fields import Reader, freeze_mapping
-from precisionbot.config_suite import parse_conversation
+from precisionbot.config.suite import parse_conversation
 from precisionbot.errors import ConfigError
 from precisionbot.results import CHECK_NAMES
 

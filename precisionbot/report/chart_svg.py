@@ -1,4 +1,4 @@
-"""The HTML report's charts: :mod:`precisionbot.report.figures` data → inline SVG with matplotlib.
+"""The HTML report's charts: :mod:`precisionbot.report.chart_data` data → inline SVG with matplotlib.
 
 matplotlib is the optional ``report`` extra (``pip install 'precisionbot[report]'``): the plan and comment jobs
 that only post Markdown never import this module. Figures are drawn on a ``Figure`` with the SVG canvas
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from precisionbot.errors import ConfigError
-from precisionbot.report.figures import (
+from precisionbot.report.chart_data import (
     FLOOR,
     BucketBars,
     DepthLines,

@@ -1,9 +1,8 @@
-"""The YAML configuration (ARCHITECTURE §7): one file in the engine repository (``.github/precision.yml``).
+"""The configuration's model: frozen dataclasses for every section of ``.github/precision.yml``, with defaults.
 
-Pure: ``Config.from_mapping(data, source=...)`` validates an already-parsed mapping (the parsing lives in
-``precisionbot.config_parse``); only ``load_config(path)`` touches the file system. Every section has
-defaults, so the builtin engine needs no file at all (``Config.default()``). Unknown keys are errors, and
-every error names the file, the key and the fix.
+Pure data: validating a parsed mapping is ``precisionbot.config.parse``, reading the file is
+``precisionbot.config.load``. Every section has defaults, so the builtin engine needs no file at all
+(``Config.default()``).
 
 Sections: ``engine``, ``models``, ``suites``, ``thresholds``, ``baselines``, ``github``, ``runner``
 (docs/config.md has a commented example). Command-line flags override the file: the CLI applies them with
@@ -15,8 +14,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from precisionbot.errors import ConfigError
 
@@ -383,12 +380,6 @@ class Config:
     def default(cls) -> Config:
         return cls()
 
-    @classmethod
-    def from_mapping(cls, data: Any, source: str = "<config>") -> Config:
-        from precisionbot.config_parse import parse_config
-
-        return parse_config(data, source)
-
     def suite(self, name: str) -> SuiteConfig:
         if name not in self.suites:
             raise ConfigError(
@@ -409,68 +400,3 @@ class Config:
 
     def thresholds_for(self, model: str | None, tp: int | None, profile: str | None = None) -> ThresholdSet:
         return self.thresholds.resolve(model, tp, profile)
-
-
-def resolve_thresholds(config: Config, model: str | None, tp: int | None, profile: str | None = None) -> ThresholdSet:
-    """The thresholds that judge ``model`` at ``tp`` under ``profile`` (None = the config's profile)."""
-    return config.thresholds_for(model, tp, profile)
-
-
-def load_config(path: str | Path) -> Config:
-    """Read and validate a YAML config file. A missing file or bad YAML is a ``ConfigError``."""
-    import yaml
-
-    p = Path(path)
-    from precisionbot.capped import TooLarge, read_capped
-
-    try:
-        raw = read_capped(p, CONFIG_MAX_BYTES)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {p}: {exc.strerror or exc}; check the --config path") from exc
-    except TooLarge:
-        raise ConfigError(f"{p}: larger than {CONFIG_MAX_BYTES // 1024} KiB; is --config the right file?") from None
-    try:
-        text = raw.decode("utf-8")
-        if flow_depth(text) > MAX_FLOW_DEPTH:
-            raise RecursionError
-        data = yaml.safe_load(text)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{p}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from exc
-    except RecursionError:
-        raise ConfigError(f"{p}: nested too deeply; a config needs a few levels") from None
-    except ValueError as exc:  # e.g. an integer of thousands of digits
-        raise ConfigError(f"{p}: a value cannot be read: {str(exc)[:120]}; fix the value") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{p}: YAML syntax error{where}: {problem}; fix the file's syntax") from exc
-    return Config.from_mapping({} if data is None else data, source=str(p))
-
-
-MAX_FLOW_DEPTH = 64
-"""PyYAML's scanner is quadratic in the nesting of ``[``/``{`` (20,000 levels take seconds, a megabyte of
-them hours): deeper text is refused before it is parsed. Brackets inside strings count too (harmless)."""
-
-
-def flow_depth(text: str) -> int:
-    """The deepest nesting of ``[``/``{`` in ``text``, a closing bracket never going below 0 (vectorised: no
-    parsing, a megabyte in milliseconds)."""
-    import numpy as np
-
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    step = np.isin(codes, (ord("["), ord("{"))).astype(np.int64) - np.isin(codes, (ord("]"), ord("}")))
-    if not step.size:
-        return 0
-    level = np.cumsum(step)
-    # Clamped at 0 (as a reader counts): subtract the lowest level reached so far when it is negative.
-    return int(np.max(level - np.minimum(np.minimum.accumulate(level), 0)))
-
-
-def load_config_or_default(path: str | Path | None) -> Config:
-    """``--config FILE`` when given, else ``.github/precision.yml`` when the repository has one, else the default."""
-    if path:
-        return load_config(path)
-    if Path(DEFAULT_CONFIG_PATH).is_file():
-        return load_config(DEFAULT_CONFIG_PATH)
-    return Config.default()

@@ -1,5 +1,4 @@
-"""The noise-relative rule: each helper judged against main's reruns of the same signature, and the reruns
-themselves (``baseline record --reruns R``, ``thresholds suggest --engine-url``).
+"""The noise-relative rule: each helper judged against main's reruns of the same signature.
 
 A fixed ``kl_div`` either flakes on a noisy build or hides a regression that doubles the noise under it
 (SGLang #19581: decode KL 0.00086 → 0.00272, still "a CI flake"). When the newest good baseline of the run's
@@ -12,20 +11,17 @@ thresholds keep judging as before. No helper baseline: nothing changes, and the 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import Any
 
-from precisionbot.baselines.helpers import HelperRuns, helper_params, sample_vector, select_helper_baseline
+from precisionbot.baselines.helper_reruns import HelperRuns, helper_params, sample_vector, select_helper_baseline
 from precisionbot.baselines.record import RunMeta
-from precisionbot.baselines.store import open_store
-from precisionbot.checks.compare import CheckOutput
 from precisionbot.checks.context import CheckContext
-from precisionbot.config import CONSISTENCY_CHECKS, Config, ModelConfig, SuiteConfig
-from precisionbot.engines.base import Engine
+from precisionbot.checks.golden import target_from_context
+from precisionbot.checks.score import CheckOutput
+from precisionbot.config import CONSISTENCY_CHECKS
 from precisionbot.errors import DataError, EngineError
 from precisionbot.fmt import plain
-from precisionbot.noisestats import MIN_RERUNS, MainComparison, compare_to_main, describe
-from precisionbot.results import CheckResult, RunResult, Verdict
+from precisionbot.metrics.rerun_stats import MIN_RERUNS, MainComparison, compare_to_main, describe
+from precisionbot.results import CheckResult, Verdict
 
 REGRESSION = "regression"
 """The first word of the reason a helper fails with when it is worse than main beyond noise."""
@@ -85,22 +81,17 @@ def apply_vs_main(ctx: CheckContext, outputs: list[CheckOutput]) -> list[CheckOu
     helpers = {id(o) for o in outputs if o.result.name in CONSISTENCY_CHECKS and o.result.samples}
     if not ctx.config.baselines.vs_main or not helpers:
         return outputs
-    from precisionbot.checks.golden import target_from_context
-
+    if ctx.store is None:
+        return _note_skipped(outputs, helpers, "no baseline store was given (--store or baselines.store)")
     try:
         target = target_from_context(ctx)
-        store = open_store(ctx.baseline_store or ctx.config.baselines.store)
-        found, why = select_helper_baseline(store, target.model, target.signature().digest, helper_params(ctx.suite))
+        found, why = select_helper_baseline(
+            ctx.store, target.model, target.signature().digest, helper_params(ctx.suite)
+        )
     except (EngineError, DataError) as exc:
         found, why = None, f"could not find the run's signature: {exc}"
     if found is None:
-        note = {"vs_main": {"skipped": str(why)}}
-        return [
-            dataclasses.replace(o, result=dataclasses.replace(o.result, extra={**o.result.extra, **note}))
-            if id(o) in helpers
-            else o
-            for o in outputs
-        ]
+        return _note_skipped(outputs, helpers, str(why))
     assert isinstance(why, HelperRuns)
     limits = ctx.config.baselines
     return [
@@ -114,26 +105,12 @@ def apply_vs_main(ctx: CheckContext, outputs: list[CheckOutput]) -> list[CheckOu
     ]
 
 
-def rerun_helpers(
-    engine: Engine,
-    config: Config,
-    suite: SuiteConfig,
-    model: ModelConfig | None,
-    reruns: int,
-    *,
-    on_rerun: Callable[[int, RunResult], Any] | None = None,
-) -> HelperRuns:
-    """Run the suite's consistency helpers (all three when it has none) ``reruns`` times; the noise rule is
-    off for these runs (they *are* main)."""
-    from precisionbot.checks.runner import run_suite
-
-    names: Sequence[str] = [c for c in suite.checks if c in CONSISTENCY_CHECKS] or CONSISTENCY_CHECKS
-    plain_config = dataclasses.replace(config, baselines=dataclasses.replace(config.baselines, vs_main=False))
-    results = []
-    for i in range(reruns):
-        result = run_suite(engine, plain_config, suite, checks=names, model=model).result
-        results.append(result)
-        if on_rerun is not None:
-            on_rerun(i, result)
-    token_k3 = config.thresholds_for(None if model is None else model.name, None if model is None else model.tp)
-    return HelperRuns.from_results(results, helper_params(suite), token_k3.token_k3)
+def _note_skipped(outputs: list[CheckOutput], helpers: set[int], why: str) -> list[CheckOutput]:
+    """Each helper's result with ``extra["vs_main"]["skipped"]`` saying why the rule did not apply."""
+    note = {"vs_main": {"skipped": why}}
+    return [
+        dataclasses.replace(o, result=dataclasses.replace(o.result, extra={**o.result.extra, **note}))
+        if id(o) in helpers
+        else o
+        for o in outputs
+    ]

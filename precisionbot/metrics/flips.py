@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from precisionbot.metrics import flip_probability
+from precisionbot.metrics.core import flip_probability
 
 MARGIN_EDGES_NATS = (0.0, 0.1, 0.3, 1.0, math.inf)
 """Flip buckets by the reference's top-1 − top-2 margin: [0, 0.1), [0.1, 0.3), [0.3, 1), [1, ∞) nats."""

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from precisionbot import metrics
-from precisionbot.baselines.compare import Comparison, depth_label
+from precisionbot.baselines.golden_compare import Comparison, depth_label
 from precisionbot.config import GoldenThresholds
 from precisionbot.fmt import percent
-from precisionbot.noise import NoiseBand, confident_flip_limit, confident_flips, expected_flips, flips_by_margin
+from precisionbot.metrics.flips import NoiseBand, confident_flip_limit, confident_flips, expected_flips, flips_by_margin
 from precisionbot.results import Verdict, WorstPosition, token_context
 
 NLL_Z = 4.0
@@ -172,7 +172,7 @@ def stat_fails(
 
     ``judge_golden`` calls it with details from the arrays (``kl_over`` positions above ``logit_kl``, where the
     largest is, the samples over ``max_abs_delta``); the comment job calls it with the stats of a result.json
-    alone (``precisionbot.verification``), so both judge by one copy of the rules.
+    alone (``precisionbot.report.verify``), so both judge by one copy of the rules.
     """
     fails: list[str] = []
     use_band = band is not None and band.pairs > 0 and not band.is_zero

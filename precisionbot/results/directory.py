@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from precisionbot.capped import TooLarge, read_capped
 from precisionbot.errors import DataError
-from precisionbot.npzcap import read_arrays
-from precisionbot.results import PositionRecord, RunResult
+from precisionbot.results.arrays import read_arrays
+from precisionbot.results.run import PositionRecord, RunResult
+from precisionbot.untrusted import TooLarge, read_capped
 
 RESULT_FILE = "result.json"
 
@@ -155,7 +155,7 @@ def _is_number(value: object) -> bool:
 
 
 def read_records(directory: str | Path) -> dict[str, PositionRecord]:
-    """Every ``<check>.npz`` in a result directory, by check name (sizes capped: ``precisionbot.npzcap``)."""
+    """Every ``<check>.npz`` in a result directory, by check name (sizes capped: ``precisionbot.untrusted``)."""
     out: dict[str, PositionRecord] = {}
     for path in sorted(Path(directory).glob("*.npz")):
         out[path.stem] = PositionRecord.from_arrays(read_arrays(path))

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from precisionbot.errors import GitHubError
-from precisionbot.runners.model import JitConfig, Runner
+from precisionbot.runners.records import JitConfig, Runner
 
 if TYPE_CHECKING:
     from github import Github
