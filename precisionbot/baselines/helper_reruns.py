@@ -21,10 +21,10 @@ import numpy.typing as npt
 from precisionbot.baselines.catalog import list_runs, load_arrays
 from precisionbot.baselines.record import RunMeta
 from precisionbot.baselines.store import Store
-from precisionbot.config import CONSISTENCY_CHECKS, SuiteConfig
+from precisionbot.config import SuiteConfig
 from precisionbot.errors import StoreError
 from precisionbot.metrics import threshold_key
-from precisionbot.results import CheckResult, RunResult, Verdict
+from precisionbot.results import CONSISTENCY_CHECKS, CheckResult, RunResult, Verdict
 
 ARRAYS = "helpers"
 RUN_STATS = ("mean_k3", "p99", "max", "frac_over")

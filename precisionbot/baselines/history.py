@@ -23,7 +23,7 @@ from precisionbot.baselines.golden_record import GoldenRecord
 from precisionbot.baselines.helper_reruns import HelperRuns, load_helpers
 from precisionbot.baselines.record import RunMeta
 from precisionbot.baselines.store import Store
-from precisionbot.config import CONSISTENCY_CHECKS
+from precisionbot.results import CONSISTENCY_CHECKS
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def _generate(
 
 def _per_position(ctx: CheckContext) -> bool:
     """Engines without prompt logprobs (llama.cpp) score each replayed position with its own request."""
-    return bool(getattr(ctx.engine, "replay_per_position", False))
+    return ctx.engine.replay_per_position
 
 
 def replay(

@@ -10,9 +10,9 @@ from typing import Any
 
 from precisionbot.baselines.helper_reruns import HelperRuns, helper_params
 from precisionbot.checks.suite import run_suite
-from precisionbot.config import CONSISTENCY_CHECKS, Config, ModelConfig, SuiteConfig
+from precisionbot.config import Config, ModelConfig, SuiteConfig
 from precisionbot.engines.base import Engine
-from precisionbot.results import RunResult
+from precisionbot.results import CONSISTENCY_CHECKS, RunResult
 
 
 def rerun_helpers(

@@ -198,8 +198,6 @@ def _summaries(
     return tuple(out)
 
 
-CACHE_HELPERS = ("prefill_cache_hit", "decode_cache_hit", "cache_consistency")
-"""Checks judged against ``match`` of the same run (a cache path must be as exact as the no-cache path)."""
 MATCH_STAT = {"cache_consistency": "mean_k3"}
 """The statistic compared with match's, where not the median per-sample mean: cache_consistency's samples
 are restarts, most of which re-score positions that never left the cache, so a median hides a bug."""

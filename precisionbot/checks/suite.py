@@ -11,12 +11,13 @@ from precisionbot.baselines.store import Store
 from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
 from precisionbot.checks.main_noise import apply_vs_main
 from precisionbot.checks.registry import CHECKS
-from precisionbot.checks.score import CACHE_HELPERS, CheckOutput, judge_against_match
+from precisionbot.checks.score import CheckOutput, judge_against_match
 from precisionbot.checks.window_step import judge_window_step
 from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
 from precisionbot.errors import EngineError
 from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult
+from precisionbot.results.run import JUDGED_AGAINST_MATCH
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def relate_to_match(outputs: list[CheckOutput], limits: ThresholdSet) -> list[Ch
         return outputs
     return [
         dataclasses.replace(o, result=judge_against_match(o.result, match, limits))
-        if o.result.name in CACHE_HELPERS
+        if o.result.name in JUDGED_AGAINST_MATCH
         else o
         for o in outputs
     ]

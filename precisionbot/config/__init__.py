@@ -22,7 +22,6 @@ from precisionbot.config.load import (
 )
 from precisionbot.config.settings import (
     CONFIG_MAX_BYTES,
-    CONSISTENCY_CHECKS,
     DEFAULT_CONFIG_PATH,
     DEFAULT_PROFILES,
     DEFAULT_SUITES,
@@ -52,7 +51,6 @@ from precisionbot.config.settings import (
 
 __all__ = [
     "CONFIG_MAX_BYTES",
-    "CONSISTENCY_CHECKS",
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_PROFILES",
     "DEFAULT_SUITES",

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from precisionbot.errors import ConfigError
+from precisionbot.results.run import CONSISTENCY_CHECKS
 
 DEFAULT_CONFIG_PATH = ".github/precision.yml"
 CONFIG_MAX_BYTES = 1024 * 1024
@@ -25,7 +26,6 @@ RUNNER_KINDS = ("ec2", "pool")
 PROFILES = ("default", "deterministic")
 PERMISSION_LEVELS = ("read", "triage", "write", "maintain", "admin")
 LAUNCH_PLACEHOLDERS = ("model", "tp", "port", "args")
-CONSISTENCY_CHECKS = ("match", "prefill_cache_hit", "decode_cache_hit")
 SEPARATORS = ("strip-bos", "upstream")
 
 

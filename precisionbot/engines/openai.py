@@ -85,6 +85,8 @@ def output_logprobs(logprobs: Any, index: int) -> tuple[tuple[int, ...], np.ndar
 
 
 class OpenAIEngine:
+    replay_per_position = False
+
     kind = "openai"
 
     def __init__(

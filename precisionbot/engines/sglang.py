@@ -42,6 +42,8 @@ def _sampling_params(r: GenerateRequest) -> dict[str, Any]:
 class SGLangEngine:
     """Client of an SGLang-compatible server (SGLang itself, or the builtin engine's server)."""
 
+    replay_per_position = False
+
     def __init__(
         self,
         url: str,

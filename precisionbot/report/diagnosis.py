@@ -19,9 +19,8 @@ from typing import Any
 from precisionbot.fmt import count, plain, sig
 from precisionbot.report import diagnosis_hybrid, evidence
 from precisionbot.report.escape import cap, visible
-from precisionbot.results import CheckResult, Diagnosis, RunResult, SampleSummary, Verdict
+from precisionbot.results import CONSISTENCY_CHECKS, CheckResult, Diagnosis, RunResult, SampleSummary, Verdict
 
-CONSISTENCY = ("match", "prefill_cache_hit", "decode_cache_hit")
 CONCENTRATED_MAX_FRACTION = 0.25
 """At most this fraction of the samples diverging (and at least one) reads as "a few requests trigger it"."""
 NAMED_SAMPLES = 5
@@ -47,7 +46,7 @@ def diagnose(
     if primary is None and _failed(by_name.get("golden")):
         primary = by_name["golden"]
     if primary is not None:
-        if primary.name in CONSISTENCY:
+        if primary.name in CONSISTENCY_CHECKS:
             diagnosis_hybrid.state_and_window(primary, by_name.get("match"), engine or {}, out)
             _onset(primary, out)
         _spread(primary, out)
@@ -103,7 +102,7 @@ def _max_abs_delta(c: CheckResult) -> str:
 
 def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis]) -> CheckResult | None:
     """Seed 002: only one helper diverging localises the bug. Returns the check the rest of the reading uses."""
-    match, prefill, decode = (by_name.get(n) for n in CONSISTENCY)
+    match, prefill, decode = (by_name.get(n) for n in CONSISTENCY_CHECKS)
     batch = by_name.get("batch_invariance")
     if _failed(match) and match is not None:
         out.append(

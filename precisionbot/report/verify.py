@@ -33,14 +33,13 @@ import numpy as np
 from precisionbot import metrics
 from precisionbot.baselines.golden_judge import stat_fails
 from precisionbot.checks.consistency import MIN_KEPT_FRACTION
-from precisionbot.checks.score import CACHE_HELPERS, judge, judge_against_match
+from precisionbot.checks.score import judge, judge_against_match
 from precisionbot.checks.window_step import step_fails
 from precisionbot.config import ThresholdsConfig, ThresholdSet
 from precisionbot.metrics.flips import NoiseBand
 from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
+from precisionbot.results.run import CACHE_HIT_HELPERS, K3_CHECKS
 
-CONSISTENCY = ("match", *CACHE_HELPERS)
-CACHE_HITS = ("prefill_cache_hit", "decode_cache_hit")
 """The helpers that keep only prompts that hit the cache (``cache``: kept/total); ``cache_consistency`` re-scores
 every restart and counts its overlaps instead."""
 
@@ -100,7 +99,7 @@ def _consistency(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
     if verdict is not Verdict.PASS:
         raise _Contradiction(f"stats: {reasons[0]}")
     _window_step(stats)
-    if check.name in CACHE_HITS:
+    if check.name in CACHE_HIT_HELPERS:
         cache = check.cache
         if cache is None or not 0 < cache.total < 2**63 or not 0 <= cache.kept <= cache.total:
             raise _Contradiction("cache (kept/total) is missing or impossible")
@@ -203,7 +202,7 @@ def _layers(check: CheckResult, limits: ThresholdSet, match: CheckResult | None)
 
 
 RULES: Mapping[str, Callable[[CheckResult, ThresholdSet, CheckResult | None], None]] = {
-    **dict.fromkeys(CONSISTENCY, _consistency),
+    **dict.fromkeys(K3_CHECKS, _consistency),
     "golden": _golden,
     "batch_invariance": _batch_invariance,
     "layers": _layers,
@@ -244,7 +243,7 @@ def verify_check(
             raise _Contradiction(f"name: the comment side has no rule to re-derive a {check.name[:40]!r} verdict")
         try:
             rule(check, limits, match)
-            if record is not None and check.name in CONSISTENCY:
+            if record is not None and check.name in K3_CHECKS:
                 _agrees(check, record)
         except (KeyError, TypeError, ValueError, ArithmeticError) as exc:  # a stats key of a rule's own choosing
             raise _Contradiction(f"stats cannot be judged ({type(exc).__name__}: {str(exc)[:80]})") from None

@@ -20,10 +20,14 @@ from precisionbot.results.directory import (
     write_result,
 )
 from precisionbot.results.run import (
+    CACHE_HIT_HELPERS,
     CHECK_NAMES,
+    CONSISTENCY_CHECKS,
     CONTEXT_MAX_CHARS,
     CONTEXT_TOKENS,
     CONTRACT_STATS,
+    JUDGED_AGAINST_MATCH,
+    K3_CHECKS,
     SCHEMA_VERSION,
     CacheStats,
     CheckResult,
@@ -40,10 +44,14 @@ from precisionbot.results.run import (
 )
 
 __all__ = [
+    "CACHE_HIT_HELPERS",
     "CHECK_NAMES",
+    "CONSISTENCY_CHECKS",
     "CONTEXT_MAX_CHARS",
     "CONTEXT_TOKENS",
     "CONTRACT_STATS",
+    "JUDGED_AGAINST_MATCH",
+    "K3_CHECKS",
     "RESULT_FILE",
     "RESULT_MAX_BYTES",
     "SCHEMA_VERSION",

@@ -24,16 +24,17 @@ import numpy.typing as npt
 
 SCHEMA_VERSION = 1
 
-CHECK_NAMES = (
-    "match",
-    "prefill_cache_hit",
-    "decode_cache_hit",
-    "golden",
-    "batch_invariance",
-    "layers",
-    "cache_consistency",
-)
-"""Stable check names (config, comments, JSON)."""
+CACHE_HIT_HELPERS = ("prefill_cache_hit", "decode_cache_hit")
+"""The two helpers whose generation reuses the prefix cache (SGLang's ``kl_test_utils.py``)."""
+CONSISTENCY_CHECKS = ("match", *CACHE_HIT_HELPERS)
+"""The three consistency helpers: decode vs a no-cache prefill of the same tokens, k3 per token."""
+JUDGED_AGAINST_MATCH = (*CACHE_HIT_HELPERS, "cache_consistency")
+"""Checks of a cache path, judged against ``match`` of the same run (a cache path must be as exact as the
+no-cache path)."""
+K3_CHECKS = ("match", *JUDGED_AGAINST_MATCH)
+"""Checks scored by per-token k3 between two paths of one engine (no baseline)."""
+CHECK_NAMES = (*CONSISTENCY_CHECKS, "golden", "batch_invariance", "layers", "cache_consistency")
+"""Stable check names (config, comments, JSON), in the order reports list them. The one place they are spelled."""
 
 
 class Verdict(str, Enum):
