@@ -23,6 +23,7 @@ from precisionbot.baselines.golden_record import GoldenRecord
 from precisionbot.baselines.helper_reruns import HelperRuns, load_helpers
 from precisionbot.baselines.record import RunMeta
 from precisionbot.baselines.store import Store
+from precisionbot.fmt import plain
 from precisionbot.results import CONSISTENCY_CHECKS
 
 
@@ -156,6 +157,5 @@ def _g(d: dict[str, float] | None, key: str) -> str:
 
 
 def _fmt(x: float) -> str:
-    from precisionbot.fmt import plain
 
     return "-" if math.isnan(x) else plain(x)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from precisionbot.builtin.bpe import cache_dir, cache_key
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.recurrent import CONV_WIDTH, GdnWeights
 from precisionbot.builtin.tokenizer import VOCAB_SIZE, Vocab, vocab_for
@@ -221,8 +222,6 @@ def _bigram_factors(vocab: Vocab, rank: int) -> tuple[torch.Tensor, torch.Tensor
     The subword table's factors take seconds to compute, so they are cached on disk next to the vocabulary."""
     path = None
     if vocab.size > 1024:
-        from precisionbot.builtin.bpe import cache_dir, cache_key
-
         tag = f"{cache_key(vocab.size)}-{rank}-{SUBWORD_SHARPNESS}-{SUBWORD_SMOOTHING}-{torch.__version__}"
         path = cache_dir() / f"bigram-{vocab.name}-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.pt"
         try:

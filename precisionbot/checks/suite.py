@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from precisionbot.baselines.signature import Signature
 from precisionbot.baselines.store import Store
 from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
 from precisionbot.checks.main_noise import apply_vs_main
@@ -66,7 +67,6 @@ def apply_window_step(outputs: list[CheckOutput], window: object) -> list[CheckO
 
 def signature_for(ctx: CheckContext) -> str:
     """What must match for two runs to be comparable (no host facts here: the golden check adds its own)."""
-    from precisionbot.baselines.signature import Signature
 
     suite, model = ctx.suite, ctx.model
     return Signature.build(

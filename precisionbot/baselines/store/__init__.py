@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from precisionbot.baselines.store.base import DEFAULT_STORE_URI, Store, check_key
 from precisionbot.baselines.store.local import LocalStore
-from precisionbot.baselines.store.s3 import S3Store
 from precisionbot.errors import StoreError
 
-__all__ = ["DEFAULT_STORE_URI", "LocalStore", "S3Store", "Store", "check_key", "open_store"]
+__all__ = ["DEFAULT_STORE_URI", "LocalStore", "Store", "check_key", "open_store"]
 
 
 def open_store(uri: str | None) -> Store:
@@ -24,11 +23,10 @@ def open_store(uri: str | None) -> Store:
     ``.precisionbot/baselines``). S3 uses boto3's own credential and endpoint chain (``AWS_ENDPOINT_URL``)."""
     text = (uri or DEFAULT_STORE_URI).strip()
     if text.startswith("s3://"):
-        from precisionbot.baselines.store.s3 import S3Store
+        from precisionbot.baselines.store.s3 import S3Store  # botocore: only when S3 is asked for
 
         return S3Store.from_uri(text)
     if "://" in text and not text.startswith("file://"):
         raise StoreError(f"unsupported baseline store URI {text!r}: use s3://bucket/prefix, file:///dir or a path")
-    from precisionbot.baselines.store.local import LocalStore
 
     return LocalStore.from_uri(text)

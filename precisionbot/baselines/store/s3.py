@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+import boto3
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -34,8 +35,6 @@ class S3Store:
 
     @classmethod
     def from_uri(cls, uri: str) -> S3Store:
-        import boto3
-
         parsed = urlparse(uri)
         if not parsed.netloc:
             raise StoreError(f"baseline store URI {uri!r} names no bucket: use s3://bucket/prefix")
