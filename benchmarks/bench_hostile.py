@@ -28,7 +28,7 @@ from precisionbot.report.heat_strip import worst_strips
 from precisionbot.report.load import load_sections
 from precisionbot.results import PositionRecord, RunResult
 from precisionbot.results.directory import write_result
-from tests.core.test_hostile_fuzz import LAUGHS, forged_run
+from tests.test_hostile_fuzz import LAUGHS, forged_run
 
 
 def measure(fn: Callable[[], Any]) -> tuple[float, float, str]:

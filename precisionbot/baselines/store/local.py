@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from precisionbot.baselines.store import check_key
+from precisionbot.baselines.store.base import check_key
 from precisionbot.errors import StoreError
 
 

@@ -19,7 +19,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from precisionbot.baselines.store import check_key
+from precisionbot.baselines.store.base import check_key
 from precisionbot.errors import StoreError
 
 if TYPE_CHECKING:

@@ -28,8 +28,8 @@ from precisionbot.report.heat_strip import worst_strips
 from precisionbot.report.load import load_sections
 from precisionbot.results import PositionRecord, RunResult
 from precisionbot.results.directory import write_result
-from tests.core.test_hostile_fuzz import EVENTS, GOOD_SHA, LAUGHS, forged_run, mutate
-from tests.engines.test_validate import REQUEST, _valid
+from tests.engines.test_sglang_parse import REQUEST, _valid
+from tests.test_hostile_fuzz import EVENTS, GOOD_SHA, LAUGHS, forged_run, mutate
 
 # --- results (items 2-4, #13.14) ------------------------------------------------------------------------------
 

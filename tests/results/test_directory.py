@@ -11,7 +11,7 @@ import pytest
 from precisionbot.cli import main
 from precisionbot.errors import DataError
 from precisionbot.results.directory import read_result, write_result
-from tests.core.test_results import _run
+from tests.results.test_run import _run
 
 
 def _valid(tmp_path: Path) -> dict[str, Any]:

@@ -40,8 +40,8 @@ from precisionbot.report.load import load_sections
 from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult, Verdict
 from precisionbot.results import arrays as result_arrays
 from precisionbot.results.directory import write_result
-from tests.core.test_verification import stats
-from tests.engines.test_validate import REQUEST, _valid
+from tests.engines.test_sglang_parse import REQUEST, _valid
+from tests.report.test_verify import stats
 
 FUZZ = settings(
     derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck), max_examples=60
