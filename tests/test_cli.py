@@ -1,4 +1,4 @@
-"""The composition root: every CONTRACT command is registered, and planning/commenting needs no torch."""
+"""The composition root: every documented command is registered, and planning/commenting needs no torch."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Golden comparison, pure: a candidate's ``GoldenRecord`` against the baseline's, row by row.
 
-Per row (seed 003, kern): KL over the union of both top-k lists plus a rest bucket (only top-k is known on
+Per row (kern's definition): KL over the union of both top-k lists plus a rest bucket (only top-k is known on
 either side), top-1 flip, the baseline's margin (top-1 − top-2), rank of the baseline's top-1 in the
 candidate, |Δ logprob| over the shared top-k ids (``test_logprobs.py``'s max/mean rule), and Δ of the scored
 token's logprob (``lp_ref − lp_test``, its k3). Decode samples are compared step by step up to and including

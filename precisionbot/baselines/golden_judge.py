@@ -1,6 +1,6 @@
 """Golden verdict and statistics, pure: a ``Comparison`` plus the producers' noise band → PASS / FAIL.
 
-Rules (ARCHITECTURE §3.2–3.3, kern): a *confident flip* (top-1 changed at a baseline margin above the band's
+Rules (kern's, and docs/baselines.md): a *confident flip* (top-1 changed at a baseline margin above the band's
 largest flip margin, or above ``confident_flip_margin`` with no band) fails; with a band, KL p50/p99 or a
 margin bucket's flip rate above ``band_factor ×`` the band's fails; with no band (one producer) or a zero band
 (a deterministic build) the fixed thresholds rule: the per-position KL's 99.9th percentile above ``logit_kl``
@@ -62,7 +62,7 @@ def _kl_summary(c: Comparison, mask: np.ndarray[Any, Any]) -> dict[str, Any]:
 def golden_stats(
     c: Comparison, *, depth_edges: Sequence[int], kinds: Sequence[str], band: NoiseBand | None
 ) -> dict[str, Any]:
-    """CONTRACT's stats (k3 tails of the scored token's Δ) plus golden's KL / flip keys and the splits."""
+    """The stable stats (k3 tails of the scored token's Δ) plus golden's KL / flip keys and the splits."""
     k3 = metrics.k3(c.delta)
     stats: dict[str, Any] = metrics.tail_stats(k3)
     stats["samples"] = int(np.unique(c.sample).size)

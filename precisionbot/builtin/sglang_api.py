@@ -1,4 +1,4 @@
-"""SGLang's ``/generate`` request and response shapes (REFERENCE.md): parsing with field-naming errors, and
+"""SGLang's ``/generate`` request and response shapes: parsing with field-naming errors, and
 building the answer from finished requests. Pure: no I/O, no threads.
 """
 

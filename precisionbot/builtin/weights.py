@@ -40,7 +40,7 @@ MLP_OUT_SCALE = 0.05
 """Scales of the attention and MLP outputs added to the residual stream (relative to the bigram part)."""
 
 # The heads (4 query heads over 2 KV heads by default). Tuned together so that each fault is caught by the
-# check CONTRACT names and the harmless variants pass (figures in docs/builtin-engine.md).
+# check docs/builtin-engine.md names and the harmless variants pass (figures in docs/builtin-engine.md).
 BROAD_QK_SCALE = 1.0
 BROAD_OUT_GAIN = 3.0
 """The query heads of the first KV group attend broadly (P spread over the whole context, a bag of context

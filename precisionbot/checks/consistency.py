@@ -1,4 +1,4 @@
-"""The three consistency helpers, with SGLang ``kl_test_utils.py`` semantics (REFERENCE.md), plus tails.
+"""The three consistency helpers, with SGLang ``kl_test_utils.py`` semantics, plus tails.
 
 This module is their single-turn shape (``turns: 1``, ``branches: 1``); ``checks.multiturn`` runs the
 multi-turn, branching shape of ``kl_multiturn_utils.py`` on the same generation and replay code.

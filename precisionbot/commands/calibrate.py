@@ -1,5 +1,5 @@
 """``precisionbot calibrate``: replay known-good and known-bad builtin engine variants and show, per check and
-threshold, where each lands — the seeds' advice ("calibrate thresholds by replaying past bugs") as a command.
+threshold, where each lands — "calibrate thresholds by replaying past bugs" as a command.
 
 A clean builtin engine records a golden baseline into a temporary store; then the clean engine, every fault
 of the catalogue (or ``--faults``) and ``--reruns N`` more clean runs (other prompts, other batch
@@ -47,18 +47,18 @@ EXPECTED: Mapping[str, tuple[str, ...]] = {
     "state-mantissa=12": (),
     "state-bf16-decode": (),
 }
-"""Variant → the checks that must catch it (CONTRACT's fault table); empty = must pass every check."""
+"""Variant → the checks that must catch it (the fault table of docs/builtin-engine.md); empty = must pass every check."""
 
 MAY_FAIL: Mapping[str, tuple[str, ...]] = {
     "batch-variant": ("batch_invariance",),
     "nondeterministic": ("batch_invariance",),
 }
 """Checks a must-pass variant may fail without a false alarm: ``batch_invariance`` holds the deterministic
-tolerance (1e-5), and these two faults are, by definition, what that tolerance exists to see (CONTRACT: they
+tolerance (1e-5), and these two faults are, by definition, what that tolerance exists to see (docs/builtin-engine.md: they
 pass the default thresholds and fail the deterministic profile)."""
 
 REPORTED = frozenset({"state-bf16-decode"})
-"""Variants whose verdicts are measured and shown but neither must pass nor must fail (CONTRACT: a decode state
+"""Variants whose verdicts are measured and shown but neither must pass nor must fail (docs/builtin-engine.md: a decode state
 kept in bf16 grows with decode steps; whether it crosses a threshold depends on the generation length)."""
 
 LONG_GENERATION = {"swa-decode-window": 256}

@@ -2,7 +2,7 @@
 
 1. start the clean builtin engine and record a golden baseline into a local store;
 2. start the builtin engine with a fault — by default ``restore-layer0-only``, a "PR" that breaks the
-   prefix-cache restore (a cache hit restores only layer 0's state: seed 001's Falcon bug);
+   prefix-cache restore (a cache hit restores only layer 0's state: the cache bug of docs/background.md);
 3. run the PR suite (``match``, ``prefill_cache_hit``, ``decode_cache_hit``, ``golden``) against it;
 4. print the PR comment and write ``comment.md``, ``summary.md``, ``report.html`` (the charts) and the result
    directory to ``--out``.

@@ -1,4 +1,4 @@
-"""``precisionbot runner launch | terminate | reap``: ephemeral EC2 GPU runners (ARCHITECTURE §2.2).
+"""``precisionbot runner launch | terminate | reap``: ephemeral EC2 GPU runners (docs/runners.md).
 
 The composition root for runners: reads flags, config and environment, builds the real adapters
 (boto3 EC2, PyGithub), and hands them to ``precisionbot.runners.lifecycle``.

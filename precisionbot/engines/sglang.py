@@ -1,6 +1,6 @@
 """SGLang's native HTTP API (``/generate``, ``/flush_cache``, ``/server_info``, ``/health_generate``).
 
-Facts (REFERENCE.md): batches are sent as 2-D ``input_ids`` with per-request ``sampling_params``; the answer
+Facts of SGLang's API: batches are sent as 2-D ``input_ids`` with per-request ``sampling_params``; the answer
 is a list in request order; ``/flush_cache`` answers 400 while requests are running or waiting;
 ``/server_info`` is ``/get_server_info`` on older builds.
 """

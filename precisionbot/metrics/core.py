@@ -1,5 +1,5 @@
 """The precision math: pure numpy, natural logs (nats), no I/O. Stable API: ``k3``, ``kl_divergence``,
-``flip_probability``, ``tail_stats`` (CONTRACT.md); the rest is public but may grow.
+``flip_probability``, ``tail_stats`` (docs/architecture.md); the rest is public but may grow.
 
 Shapes: ``[N]`` is one value per scored position, ``[N, V]`` a full vocabulary row per position, ``[N, k]``
 a top-k list per position sorted by descending logprob (column 0 is the top-1).

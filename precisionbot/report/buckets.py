@@ -1,4 +1,4 @@
-"""Flips by margin bucket (ARCHITECTURE §3.2): a flip's meaning depends on how close the baseline's top-2 were.
+"""Flips by margin bucket (docs/background.md, golden): a flip's meaning depends on how close the baseline's top-2 were.
 
 ``stats["flips_by_margin"]`` comes from the golden check. Accepted shapes (the golden check writes the
 first; the others keep older or hand-made result files readable):

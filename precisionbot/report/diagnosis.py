@@ -1,9 +1,9 @@
-"""What a run's numbers point to (ARCHITECTURE §3.6, seeds 001 and 002): stable codes plus one sentence each.
+"""What a run's numbers point to (docs/background.md: which path diverged, noise or bug): stable codes plus one sentence each.
 
 Pure: data in, :class:`~precisionbot.results.Diagnosis` tuples out; no I/O. The sentences are plain text
 (the report escapes them); token text inside them is made visible (a leading space reads ``·``).
 
-Codes (CONTRACT; more may be added): which helper diverged — ``prefill_restore``, ``decode_state``,
+Codes (stable, docs/architecture.md; more may be added): which helper diverged — ``prefill_restore``, ``decode_state``,
 ``arithmetic``; where in the sequence — ``onset_first_token``, ``onset_mid_generation``; which requests —
 ``concentrated``, ``global``; noise or bug — ``systematic_flip``, ``excess_flips``, ``noise``; against other
 runs — ``vs_baseline``, ``vs_previous``; hybrid models (the engine reports SGLang's ``mamba_track_interval``

@@ -1,4 +1,4 @@
-"""Diagnosis codes of hybrid models (seed 002's state bugs): ``recurrent_state`` and ``window_handoff``.
+"""Diagnosis codes of hybrid models (restored-state and window bugs): ``recurrent_state`` and ``window_handoff``.
 
 A hybrid engine (SGLang with mamba / linear-attention layers and sliding-window attention) reports
 ``mamba_track_interval`` and ``sliding_window_size`` in ``/server_info``; the run keeps them in its

@@ -1,6 +1,6 @@
 """The golden check's extra rows in the report: KL summary, the noise band, KL by context depth. Pure.
 
-Depth matters because some bugs grow with context (seed 003: fp8 attention weights without scaling degrade
+Depth matters because some bugs grow with context (fp8 attention weights without scaling degrade
 with depth), so a table of KL by depth tells "wrong everywhere" from "wrong deep in the context".
 """
 

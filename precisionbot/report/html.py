@@ -1,4 +1,4 @@
-"""``report --format html``: one self-contained HTML page per run or matrix, with seed 003's figures.
+"""``report --format html``: one self-contained HTML page per run or matrix, with the golden and per-position charts.
 
 The page says what the PR comment says — the same view model (:mod:`precisionbot.report.view`), so the verdict
 table and the diagnosis read word for word alike — and adds the charts (:mod:`precisionbot.report.chart_svg`)

@@ -1,7 +1,7 @@
 """The data model of a run: verdicts, per-position records, check and run results, ``result.json``.
 
 Pure: no I/O here (``precisionbot.results.directory`` reads and writes directories). ``RunResult.to_json`` /
-``RunResult.from_json`` are a lossless round trip of schema 1 (CONTRACT.md); unknown extra keys survive
+``RunResult.from_json`` are a lossless round trip of schema 1 (docs/architecture.md); unknown extra keys survive
 in ``extra``.
 
 Sign convention, everywhere: ``delta = lp_ref - lp_test`` in nats, where *ref* is the trusted path
@@ -294,8 +294,8 @@ CONTRACT_STATS: Mapping[str, Any] = {
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check's outcome. ``stats`` holds CONTRACT's keys (and, for ``golden``, the KL/flip keys); any of
-    CONTRACT's keys a check did not set are filled in from ``CONTRACT_STATS``, so readers can rely on them."""
+    """One check's outcome. ``stats`` holds the stable keys (and, for ``golden``, the KL/flip keys); any of
+    the stable keys a check did not set are filled in from ``CONTRACT_STATS``, so readers can rely on them."""
 
     name: str
     verdict: Verdict
@@ -350,7 +350,7 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """One diagnosis finding: a stable code (CONTRACT) and one sentence."""
+    """One diagnosis finding: a stable code and one sentence."""
 
     code: str
     text: str

@@ -1,4 +1,4 @@
-"""Ephemeral GPU runners on EC2 (ARCHITECTURE §2.2): one instance, one just-in-time runner, one job.
+"""Ephemeral GPU runners on EC2 (docs/runners.md): one instance, one just-in-time runner, one job.
 
 ``model`` (data, names, tags) · ``cloud`` (``Cloud`` protocol, boto3 EC2) · ``registry``
 (``RunnerRegistry`` protocol, PyGithub) · ``userdata`` (the jinja2 boot script) · ``lifecycle`` (launch /

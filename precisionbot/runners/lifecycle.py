@@ -1,7 +1,7 @@
 """Launch, terminate and reap ephemeral runners: orchestration over the ``Cloud`` and ``RunnerRegistry``.
 
 No SDK and no environment here; time comes from an injected ``Clock`` so the waits are testable without
-sleeping. The invariants (each one a lesson from ec2-github-runner and cml, REFERENCE.md):
+sleeping. The invariants (each one a lesson from ec2-github-runner and cml):
 
 * launch never leaves something behind when it fails: a JIT registration whose instance did not start is
   deleted; an instance whose runner did not come online in time is terminated and its registration deleted;

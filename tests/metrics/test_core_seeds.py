@@ -1,4 +1,4 @@
-"""The seeds' worked figures (REFERENCE.md, 'Seeds' figures'), each an independent check of one formula."""
+"""The worked figures of docs/background.md, each an independent check of one formula."""
 
 from __future__ import annotations
 

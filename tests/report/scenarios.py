@@ -1,6 +1,6 @@
 """Hand-built run results for the report tests: one per comment path (they are data, not engine output).
 
-The numbers are chosen to look like the real thing (seed 001's Falcon case for the restore bug, bf16-noise
+The numbers are chosen to look like the real thing (the cache bug of docs/background.md for the restore bug, bf16-noise
 magnitudes for clean checks) and to be deterministic: the golden Markdown files depend on every digit.
 """
 
