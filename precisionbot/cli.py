@@ -5,7 +5,8 @@ its parser and sets ``handler`` (a callable ``(argparse.Namespace) -> int``). Co
 dependencies (torch, boto3, PyGithub) inside their handlers so that ``precisionbot github plan`` starts fast
 on a small hosted runner without torch installed.
 
-Exit codes (stable, docs/architecture.md): 0 pass, 1 fail, 2 inconclusive, 3 our own setup error. Nothing else calls ``sys.exit``.
+Exit codes (stable, docs/architecture.md): 0 pass, 1 fail, 2 inconclusive, 3 our own setup error. Nothing
+else calls ``sys.exit``.
 """
 
 from __future__ import annotations

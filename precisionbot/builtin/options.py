@@ -28,7 +28,8 @@ FAULT_NAMES: tuple[str, ...] = (
     "state-mantissa",
     "state-bf16-decode",
 )
-"""Every fault name, in the fault table's order (docs/builtin-engine.md). ``mantissa`` and ``state-mantissa`` take a value (``=N``)."""
+"""Every fault name, in the order of docs/builtin-engine.md's table. ``mantissa`` and ``state-mantissa`` take
+a value (``=N``)."""
 
 HYBRID_ONLY_FAULTS = (
     "mamba-stale-checkpoint",

@@ -22,7 +22,7 @@ Two kernels, as on a GPU:
   cut by chunked prefill is continued, not closed, so a prompt's numbers never depend on its batch; decode
   folds an unfinished chunk in before its first step.
 
-Faults: ``state-mantissa=N`` keeps N mantissa bits of S after every update (the mantissa sweep of docs/background.md): after each
+Faults: ``state-mantissa=N`` keeps N mantissa bits of S after every update (docs/background.md's sweep): after each
 step in the stepwise kernel, at each chunk's end in the chunkwise one; ``state-bf16-decode`` stores S in bf16
 after each decode step.
 """

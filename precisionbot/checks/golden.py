@@ -209,7 +209,7 @@ def compare_golden(target: GoldenTarget, store: Store, thresholds: GoldenThresho
         reasons=tuple(reasons),
         stats=stats,
         worst=worst_positions(comparison, texts=_row_texts(texts, comparison, candidate)),
-        # Per sample index: prose or code, so the HTML report can split its KL distribution as docs/background.md's golden section does.
+        # Per sample index: prose or code, so the HTML report can split its KL distribution by kind.
         extra={"baseline": info, "signature": signature.digest, "sample_kinds": [s.kind for s in ref.samples]},
     )
     record = PositionRecord(

@@ -47,19 +47,20 @@ EXPECTED: Mapping[str, tuple[str, ...]] = {
     "state-mantissa=12": (),
     "state-bf16-decode": (),
 }
-"""Variant → the checks that must catch it (the fault table of docs/builtin-engine.md); empty = must pass every check."""
+"""Variant → the checks that must catch it (docs/builtin-engine.md's fault table); empty = must pass every check."""
 
 MAY_FAIL: Mapping[str, tuple[str, ...]] = {
     "batch-variant": ("batch_invariance",),
     "nondeterministic": ("batch_invariance",),
 }
 """Checks a must-pass variant may fail without a false alarm: ``batch_invariance`` holds the deterministic
-tolerance (1e-5), and these two faults are, by definition, what that tolerance exists to see (docs/builtin-engine.md: they
-pass the default thresholds and fail the deterministic profile)."""
+tolerance (1e-5), and these two faults are, by definition, what that tolerance exists to see
+(docs/builtin-engine.md: they pass the default thresholds and fail the deterministic profile)."""
 
 REPORTED = frozenset({"state-bf16-decode"})
-"""Variants whose verdicts are measured and shown but neither must pass nor must fail (docs/builtin-engine.md: a decode state
-kept in bf16 grows with decode steps; whether it crosses a threshold depends on the generation length)."""
+"""Variants whose verdicts are measured and shown but neither must pass nor must fail
+(docs/builtin-engine.md: a decode state kept in bf16 grows with decode steps; whether it crosses a threshold
+depends on the generation length)."""
 
 LONG_GENERATION = {"swa-decode-window": 256}
 """Variants that show only once generation passes the sliding window: they generate this many tokens past it."""

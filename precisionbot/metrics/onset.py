@@ -1,4 +1,5 @@
-"""The shape of a divergence across positions and samples (where it starts says what broke: docs/background.md, "Which path diverged").
+"""The shape of a divergence across positions and samples (where it starts says what broke; see
+docs/background.md, "Which path diverged").
 
 Pure numpy. A divergence from the very first compared token means the state was already wrong when decoding
 started (a prefix restore); one that starts mid-generation points at state written during decode (a window

@@ -244,7 +244,10 @@ def _depth_chart(key: str, fig: DepthLines) -> Chart:
         title = "golden: KL by context depth"
         ax.set_title(title, loc="left", fontsize=9)
         svg = d.svg()
-    caption = "A curve rising to the right is a bug that grows with context (for example fp8 attention weights without scaling)."
+    caption = (
+        "A curve rising to the right is a bug that grows with context "
+        "(for example fp8 attention weights without scaling)."
+    )
     return Chart(key=key, title=title, caption=caption, svg=svg)
 
 

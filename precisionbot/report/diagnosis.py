@@ -1,4 +1,5 @@
-"""What a run's numbers point to (docs/background.md: which path diverged, noise or bug): stable codes plus one sentence each.
+"""What a run's numbers point to (docs/background.md: which path diverged, noise or bug): stable codes
+plus one sentence each.
 
 Pure: data in, :class:`~precisionbot.results.Diagnosis` tuples out; no I/O. The sentences are plain text
 (the report escapes them); token text inside them is made visible (a leading space reads ``·``).

@@ -24,7 +24,7 @@ NOISE_DELTA_NATS = 1e-2
 BUG_DELTA_NATS = 0.1
 """|Δ| above this is two orders of magnitude over bf16 run-to-run noise (~1e-3): a data difference."""
 SYSTEMATIC_GAP_NATS = 0.4
-"""A flip across a top-2 gap above this needs a systematic logit shift (0.455 in the cache bug docs/background.md tells)."""
+"""A flip across a top-2 gap above this needs a systematic logit shift (0.455 in docs/background.md's cache bug)."""
 UNATTRIBUTABLE_GAP_NATS = 0.3
 """A flip across a top-2 gap below this cannot be attributed: near-ties flip under ordinary noise."""
 EXCESS_FLIPS_P = 0.01
