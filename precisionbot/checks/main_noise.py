@@ -3,7 +3,7 @@
 A fixed ``kl_div`` either flakes on a noisy build or hides a regression that doubles the noise under it
 (SGLang #19581: decode KL 0.00086 → 0.00272, still "a CI flake"). When the newest good baseline of the run's
 signature carries helper reruns recorded with the same suite parameters, a helper that is worse than main
-beyond main's rerun noise (``noisestats.compare_to_main``, at ``baselines.vs_main_alpha``) fails with a
+beyond main's rerun noise (``metrics.rerun_stats.compare_to_main``, at ``baselines.vs_main_alpha``) fails with a
 ``regression`` reason even below the absolute thresholds; one within main's noise says so. Absolute
 thresholds keep judging as before. No helper baseline: nothing changes, and the result says why.
 """

@@ -57,7 +57,7 @@ class CheckOutput:
     record: PositionRecord | None = None
 
 
-def judge(stats: dict[str, Any], limits: ThresholdSet) -> tuple[Verdict, tuple[str, ...]]:
+def judge_k3(stats: dict[str, Any], limits: ThresholdSet) -> tuple[Verdict, tuple[str, ...]]:
     """SGLang's rule (``mean_k3 < kl_div``, strict) plus the tail rules; every failed rule is a reason."""
     fails: list[str] = []
     if stats["nonfinite"]:
@@ -118,7 +118,7 @@ def compare(
     flips = _flips(samples)
     if flips is not None:
         stats["flips"] = int(flips.sum())
-    verdict, reasons = judge(stats, limits)
+    verdict, reasons = judge_k3(stats, limits)
     return CheckOutput(
         CheckResult(
             name=name,

@@ -1,6 +1,6 @@
 """A suite's conversation keys (SGLang's multi-turn helpers) and ``cache_consistency`` options (pure).
 
-Kept apart from ``config_parse`` so the helpers' shape (turns, branches, groups, sampling) is validated in
+Kept apart from ``parse`` so the helpers' shape (turns, branches, groups, sampling) is validated in
 one place: ``samples`` = ``groups`` x ``branches``, and every bound names the key and the fix.
 """
 

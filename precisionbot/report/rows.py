@@ -153,7 +153,7 @@ def check_row(
 
 
 def vs_main_cell(c: CheckResult) -> str:
-    """The helper's comparison with main's reruns (``noisestats.describe``), re-derived from the numbers
+    """The helper's comparison with main's reruns (``metrics.rerun_stats.describe``), re-derived from the numbers
     ``result.json`` carries rather than its stored text."""
 
     info = c.extra.get("vs_main")

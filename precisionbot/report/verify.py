@@ -6,9 +6,9 @@ in it is a claim. :func:`verify_run` keeps what the claims cannot forge:
 * the run verdict is derived from the checks (``Verdict.combine``), never read; zero checks is INCONCLUSIVE;
 * a check that claims PASS is judged again from its own ``stats`` (and ``cache``) with the thresholds the
   trusted side loaded (``report --config`` / ``github comment --config``, the base branch's config in the
-  example workflow), by the same rules the check used: ``checks.compare.judge`` and ``judge_against_match``
+  example workflow), by the same rules the check used: ``checks.score.judge_k3`` and ``judge_against_match``
   for the consistency helpers (and ``checks.window_step.step_fails`` on ``stats.window_step``, when kept),
-  ``baselines.judge.stat_fails`` for ``golden``. A PASS those rules reject, a
+  ``baselines.golden_judge.stat_fails`` for ``golden``. A PASS those rules reject, a
   field that is missing or not a finite number, zero compared positions, too few cache hits, or a check
   with no rule here becomes INCONCLUSIVE with a reason naming the field;
 * a claimed FAIL or INCONCLUSIVE is kept as it is: the PR side can always make its own run fail, so a
@@ -33,7 +33,7 @@ import numpy as np
 from precisionbot import metrics
 from precisionbot.baselines.golden_judge import stat_fails
 from precisionbot.checks.consistency import MIN_KEPT_FRACTION
-from precisionbot.checks.score import judge, judge_against_match
+from precisionbot.checks.score import judge_against_match, judge_k3
 from precisionbot.checks.window_step import step_fails
 from precisionbot.config import ThresholdsConfig, ThresholdSet
 from precisionbot.metrics.flips import NoiseBand
@@ -95,7 +95,7 @@ def _consistency(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
         "frac_over": {key: _number(frac, key, where="stats.frac_over")},
     }
     # The rest of the stats ride along for rules that read more keys; the ones above are checked numbers.
-    verdict, reasons = judge({**stats, **clean}, limits)
+    verdict, reasons = judge_k3({**stats, **clean}, limits)
     if verdict is not Verdict.PASS:
         raise _Contradiction(f"stats: {reasons[0]}")
     _window_step(stats)

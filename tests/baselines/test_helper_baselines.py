@@ -16,7 +16,7 @@ from scipy import stats
 from precisionbot.baselines import RunMeta, Signature, new_run_id, now_utc, open_store, write_run
 from precisionbot.baselines.golden_record import GoldenRecord, GoldenSample
 from precisionbot.baselines.helper_reruns import ARRAYS, HelperRuns, select_helper_baseline
-from precisionbot.checks.rerun import judge_vs_main
+from precisionbot.checks.main_noise import judge_vs_main
 from precisionbot.cli import main
 from precisionbot.config import Config, from_mapping
 from precisionbot.errors import ConfigError

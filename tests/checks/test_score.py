@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from precisionbot.checks.score import AlignedSample, compare, judge
+from precisionbot.checks.score import AlignedSample, compare, judge_k3
 from precisionbot.config import Config
 from precisionbot.results import Verdict
 
@@ -66,16 +66,16 @@ def test_identical_paths_pass_even_deterministic() -> None:
 
 def test_strict_threshold_and_tail_rules() -> None:
     stats = {"nonfinite": 0, "mean_k3": 0.0025, "frac_over": {"1e-2": 0.0}, "max": 0.01}
-    verdict, reasons = judge(stats, DEFAULT)
+    verdict, reasons = judge_k3(stats, DEFAULT)
     assert verdict is Verdict.FAIL  # SGLang passes iff mean < kl_div: equality fails
     assert reasons == ("mean_k3 0.0025 is not below kl_div 0.0025 (SGLang's threshold)",)
-    verdict, reasons = judge({**stats, "mean_k3": 1e-4, "frac_over": {"1e-2": 0.05}}, DEFAULT)
+    verdict, reasons = judge_k3({**stats, "mean_k3": 1e-4, "frac_over": {"1e-2": 0.05}}, DEFAULT)
     assert verdict is Verdict.FAIL and "5 % of positions have k3 over 0.01" in reasons[0]
-    verdict, reasons = judge({**stats, "mean_k3": 1e-4, "max": 0.9}, DEFAULT)
+    verdict, reasons = judge_k3({**stats, "mean_k3": 1e-4, "max": 0.9}, DEFAULT)
     assert verdict is Verdict.FAIL and reasons == ("max per-token k3 0.9 exceeds 0.5",)
-    verdict, reasons = judge({**stats, "mean_k3": 1e-4, "nonfinite": 2}, DEFAULT)
+    verdict, reasons = judge_k3({**stats, "mean_k3": 1e-4, "nonfinite": 2}, DEFAULT)
     assert verdict is Verdict.FAIL and "non-finite" in reasons[0]
-    assert judge({**stats, "mean_k3": 1e-4}, DEFAULT)[0] is Verdict.PASS
+    assert judge_k3({**stats, "mean_k3": 1e-4}, DEFAULT)[0] is Verdict.PASS
 
 
 def test_one_outlier_token_fails_on_max_not_on_mean() -> None:

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from precisionbot import metrics, noise
+from precisionbot import metrics
+from precisionbot.metrics import flips as noise
 from precisionbot.metrics.onset import concentration, sample_shapes
 
 

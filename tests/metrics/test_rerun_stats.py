@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from precisionbot import noisestats as ns
+from precisionbot.metrics import rerun_stats as ns
 
 
 @pytest.mark.parametrize("df", [2, 3, 4, 7, 19, 99])

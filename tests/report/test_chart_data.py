@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from precisionbot.report import figures
+from precisionbot.report import chart_data as figures
 from precisionbot.results import CheckResult, PositionRecord, Verdict
 from tests.report import html_scenarios, scenarios
 

@@ -1,4 +1,4 @@
-"""``precisionbot report`` on real result directories (written with the project's own resultdir)."""
+"""``precisionbot report`` on real result directories (written with precisionbot.results.write_result)."""
 
 from __future__ import annotations
 
