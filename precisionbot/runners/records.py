@@ -1,6 +1,6 @@
 """The runner lifecycle's data: what to launch, what exists in EC2 and on GitHub, and the names we give them.
 
-Pure: no I/O. Adapters (``cloud.py``, ``registry.py``) translate SDK objects into these dataclasses, and the
+Pure: no I/O. Adapters (``cloud.py``, ``github_runners.py``) translate SDK objects into these dataclasses, and the
 orchestration in ``lifecycle.py`` works only with them.
 """
 
