@@ -78,7 +78,15 @@ def register(subparsers: Any) -> None:
     )
     add_store_option(hist)
     hist.add_argument("--model", metavar="NAME")
-    hist.add_argument("--json", action="store_true", help="one JSON object per line")
+    hist.add_argument("--json", action="store_true", help="one JSON object per line (same as --format json)")
+    hist.add_argument(
+        "--format",
+        choices=("text", "json", "html"),
+        default="text",
+        help="html: one self-contained page of charts (golden drift, helper mean k3, thresholds, accepted changes)",
+    )
+    hist.add_argument("--out", metavar="FILE", help="write the output here instead of stdout")
+    hist.add_argument("--config", metavar="FILE", help="precisionbot YAML config (the thresholds the page draws)")
     hist.set_defaults(handler=_history)
 
     show = sub.add_parser("show", help="show one run's meta, signature parts, files and stats")
@@ -240,20 +248,32 @@ def _list(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     from precisionbot.baselines.history import history, table
+    from precisionbot.config import load_config_or_default
+    from precisionbot.report.history_page import history_page
 
-    store = _existing_store(_store_uri(args))
+    config = load_config_or_default(args.config)
+    store = _existing_store(_store_uri(args, config if args.config else None))
     rows = history(store, args.model)
-    if args.json:
-        for row in rows:
-            print(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False))
-        return 0
-    if not rows:
-        print(f"no runs in {store.uri}")
-        return 0
-    cells = table(rows)
-    widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
-    for line in cells:
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+    fmt = "json" if args.json else args.format
+    if fmt == "html":
+        text = history_page(rows, config.thresholds_for(args.model, None), store.uri)
+    elif fmt == "json":
+        text = "".join(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False) + "\n" for row in rows)
+    elif not rows:
+        text = f"no runs in {store.uri}\n"
+    else:
+        cells = table(rows)
+        widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
+        text = "".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() + "\n" for line in cells
+        )
+    if args.out:
+        from pathlib import Path
+
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out} ({len(rows)} runs)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
