@@ -91,3 +91,13 @@ def test_the_comment_shows_the_pinned_commit_not_the_one_the_results_claim(
 def test_the_pinned_sha_must_be_a_full_commit_id(bad: str) -> None:
     with pytest.raises(ValueError, match="full 40-hex commit id"):
         check_pinned_sha(bad)
+
+
+def test_the_cli_refuses_a_short_sha(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from precisionbot import cli
+
+    monkeypatch.setattr(cli, "COMMANDS", ("github",))
+    assert cli.main(["github", "comment", cell(tmp_path, "a", Verdict.PASS), "--sha", "2222222"]) == 3  # usage error
+    assert "'2222222' is not a full 40-hex commit id" in capsys.readouterr().err
