@@ -326,3 +326,62 @@ def test_end_kills_every_pr_process_and_fails_when_some_survive(installed: Path,
     assert "runuser -u precisionbot-pr -- kill -KILL -1" in (tmp_path / "pr-events.log").read_text()
     stubborn = _pr_sh(installed, tmp_path, "end", pgrep_rc=0)
     assert stubborn.returncode == 1 and "survived" in stubborn.stderr
+
+
+def _setup_lines(script: str) -> str:
+    """The user-data's own lines that give the runner's folder away: the commands the test replays."""
+    lines = [line for line in script.splitlines() if line.endswith('"$RUNNER_DIR"') and line.startswith("ch")]
+    assert len(lines) == 2 and lines[0] == 'chown -R "$RUNNER_USER" "$RUNNER_DIR"', lines
+    return "\n".join(lines)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as two users"
+)
+def test_the_killdemo_fails_against_the_runner_folder_as_the_user_data_leaves_it() -> None:
+    """The killdemo's three moves, made for real by another uid (the PR user) against a runner folder set up by
+    the user-data's own chown/chmod lines: BASH_ENV into the job's env file, a fake `id` onto the job's path
+    file, an edited upload-artifact. Each is refused; the PR user can still write its own workspace beside it
+    (so the refusals come from the folder's mode, not from an unreachable path). No process is signalled."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="precisionbot-killdemo-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        runner_uid, pr_uid = 47_000 + os.getpid() % 1000 * 2, 47_001 + os.getpid() % 1000 * 2
+        runner_dir = base / "actions-runner"
+        commands = runner_dir / "_work" / "_temp" / "_runner_file_commands"
+        action = runner_dir / "_work" / "_actions" / "actions" / "upload-artifact" / "v4" / "dist"
+        for folder in (commands, action):
+            folder.mkdir(parents=True)
+        files = {
+            "env": commands / "set_env_1",
+            "path": commands / "add_path_1",
+            "action": action / "index.js",
+            "run": runner_dir / "run.sh",
+        }
+        for target in files.values():
+            target.write_text("original\n")
+            target.chmod(0o666)  # even world-writable files: the folder's mode alone must keep the PR user out
+        workspace = base / "pr-ws"
+        workspace.mkdir()
+        os.chown(workspace, pr_uid, pr_uid)
+        script = render_user_data(runner_spec(runner_dir=str(runner_dir)), JIT)
+        env = {"PATH": os.environ["PATH"], "RUNNER_DIR": str(runner_dir), "RUNNER_USER": str(runner_uid)}
+        subprocess.run(["bash", "-c", _setup_lines(script)], env=env, check=True, timeout=30)
+        attack = (
+            f'echo "BASH_ENV={workspace}/evil.sh" >> {files["env"]}; echo "1 $?" >> {workspace}/log\n'
+            f'echo "{workspace}/fake-bin" >> {files["path"]}; echo "2 $?" >> {workspace}/log\n'
+            f'echo "steal(process.env)" >> {files["action"]}; echo "3 $?" >> {workspace}/log\n'
+            f'echo "sleep infinity" >> {files["run"]}; echo "4 $?" >> {workspace}/log\n'
+            f'ls {runner_dir} >/dev/null 2>&1; echo "5 $?" >> {workspace}/log\n'
+        )
+        subprocess.run(
+            ["setpriv", f"--reuid={pr_uid}", f"--regid={pr_uid}", "--clear-groups", "bash", "-c", attack],
+            env={"PATH": os.environ["PATH"]}, capture_output=True, timeout=30, check=False,
+        )  # fmt: skip
+        results = dict(line.split() for line in (workspace / "log").read_text().splitlines())
+        assert results == {"1": "1", "2": "1", "3": "1", "4": "1", "5": "2"}, results  # all refused
+        assert all(target.read_text() == "original\n" for target in files.values())
+    finally:
+        shutil.rmtree(base)
