@@ -8,8 +8,10 @@ import re
 import shlex
 from importlib import resources
 
+import jinja2
+
 from precisionbot.errors import ConfigError
-from precisionbot.runners.model import (
+from precisionbot.runners.records import (
     RunnerSpec,
     validate_job,
     validate_run_id,
@@ -29,8 +31,6 @@ _PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]+$")
 def render_user_data(spec: RunnerSpec, jit_config: str) -> str:
     """The boot script for one runner. Values reach the shell through ``shlex.quote``; the template never sees
     a token or AWS credentials because none is passed in."""
-    import jinja2
-
     if not _VERSION_RE.match(spec.runner_version):
         raise ConfigError(f"runner version {spec.runner_version!r} must look like 2.328.0")
     if spec.runner_sha256 is not None and not _SHA256_RE.match(spec.runner_sha256):

@@ -264,7 +264,7 @@ def test_the_gpu_job_runs_pr_code_only_as_the_pr_user() -> None:
     step that runs PR code goes through the root-owned pr.sh as the PR user (who cannot reach RUNNER_DIR, where
     those files live: tests/runners/test_userdata.py), its processes are ended by an absolute-path root helper,
     and upload-artifact reads a root-made copy of the results."""
-    from precisionbot.runners.model import RunnerSpec
+    from precisionbot.runners.records import RunnerSpec
 
     doc = yaml.safe_load((ROOT / "examples" / "workflows" / "precision.yml").read_text())
     steps = doc["jobs"]["gpu"]["steps"]

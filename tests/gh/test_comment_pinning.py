@@ -15,8 +15,8 @@ import pytest
 from precisionbot.commands.github import comment_action
 from precisionbot.config import Config, GitHubConfig
 from precisionbot.gh.pinning import check_pinned_sha
-from precisionbot.resultdir import read_result, write_result
 from precisionbot.results import Verdict
+from precisionbot.results.directory import read_result, write_result
 from tests.gh.conftest import rest
 from tests.gh.test_comment_cli import env_for, result_dir
 from tests.gh.test_plan_http import run as plan

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from precisionbot.errors import ConfigError
-from precisionbot.runners.model import RunnerSpec
+from precisionbot.runners.records import RunnerSpec
 from precisionbot.runners.userdata import render_user_data
 from tests.runners.conftest import WORKFLOW_REF, runner_spec
 
