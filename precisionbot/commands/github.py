@@ -13,7 +13,7 @@ import os
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -216,7 +216,7 @@ def comment_action(
     comment shows it (never the commit ``result.json`` claims) and is posted only while it is the PR's head
     (precisionbot.gh.pinning). Without it (local runs) the results' own commit is shown and nothing is checked."""
     out = out or sys.stdout
-    from precisionbot.gh.pinning import foreign_commit_note, pin_sections, stale_reason, trusted_artifact_url
+    from precisionbot.gh.pinning import foreign_commit_note, pin_run, stale_reason, trusted_artifact_url
     from precisionbot.gh.sticky import upsert_comment
     from precisionbot.gh.workflow import command, log_block, log_text, write_outputs, write_summary
     from precisionbot.report import ReportLinks, ReportSection, comment_marker, render_comment, render_summary
@@ -231,7 +231,12 @@ def comment_action(
     ]
     commit_note = None
     if sha is not None:
-        sections, odd = pin_sections(sections, sha)
+        odd = []
+        for i, section in enumerate(sections):
+            run, claimed_other = pin_run(section.run, sha)
+            sections[i] = replace(section, run=run)
+            if claimed_other:
+                odd.append(section.label)
         commit_note = foreign_commit_note(odd, sha)
     verdict = Verdict.combine(s.run.verdict for s in sections)
     report_url = trusted_artifact_url(env.report_url, env.server_url, env.repository, env.run_id)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from precisionbot.report import ReportSection
+from precisionbot.results import RunResult
 
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
@@ -36,16 +36,10 @@ def stale_reason(pinned: str, head: str, pr: int) -> str | None:
     )
 
 
-def pin_sections(sections: Sequence[ReportSection], pinned: str) -> tuple[list[ReportSection], list[str]]:
-    """Each section shown with the pinned commit; the labels of those whose ``result.json`` named another."""
-    pinned_sections, odd = [], []
-    for section in sections:
-        claimed = section.run.engine.commit
-        if claimed not in (None, "", pinned):
-            odd.append(section.label)
-        run = replace(section.run, engine=replace(section.run.engine, commit=pinned))
-        pinned_sections.append(replace(section, run=run))
-    return pinned_sections, odd
+def pin_run(run: RunResult, pinned: str) -> tuple[RunResult, bool]:
+    """``run`` shown with the pinned commit as its engine commit, and whether its ``result.json`` named another."""
+    claimed = run.engine.commit
+    return replace(run, engine=replace(run.engine, commit=pinned)), claimed not in (None, "", pinned)
 
 
 def foreign_commit_note(labels: Sequence[str], pinned: str) -> str | None:
