@@ -245,7 +245,8 @@ def run(args: argparse.Namespace) -> int:
     if config.baselines.mode == "merge-base":
         from precisionbot.commands.merge_base import live_baseline
 
-        stored, (store, ab_meta, ab_wall) = store, live_baseline(config, args, suite, model, out / "merge-base")
+        stored = store
+        store, ab_meta, ab_wall = live_baseline(config, args, suite, model, out / "merge-base", _client)
         ab = (stored, ab_meta, ab_wall)
     try:
         with open_engine(config, args, model, out) as engine:

@@ -10,6 +10,8 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +19,18 @@ from precisionbot.config import Config, ModelConfig, SuiteConfig
 
 
 def live_baseline(
-    config: Config, args: argparse.Namespace, suite: SuiteConfig, model: ModelConfig | None, log_dir: Path
+    config: Config,
+    args: argparse.Namespace,
+    suite: SuiteConfig,
+    model: ModelConfig | None,
+    log_dir: Path,
+    client: Callable[[str, str, dict[str, Any]], AbstractContextManager[Any]],
 ) -> tuple[Any, Any, float]:
-    """The live store holding the merge base's run, that run's meta, and the seconds it took."""
+    """The live store holding the merge base's run, that run's meta, and the seconds it took. ``client``
+    opens the engine client for a kind and URL (``check``'s own, so both engines are spoken to alike)."""
     from precisionbot import corpus
     from precisionbot.baselines.store import open_store
     from precisionbot.checks.ab import record_merge_base
-    from precisionbot.commands.check import _client
     from precisionbot.engines.checkout import Checkout, launched_at
     from precisionbot.errors import ConfigError
 
@@ -52,7 +59,7 @@ def live_baseline(
             log_dir=log_dir,
             health_timeout_s=e.health_timeout_s,
         ) as url,
-        _client(e.kind, url, common) as engine,
+        client(e.kind, url, common) as engine,
     ):
         meta, wall = record_merge_base(
             engine, config, suite, model, corpus.suite_documents(suite.corpus), live, commit=base
