@@ -47,6 +47,7 @@ def register(subparsers: Any) -> None:
         "--log-dir", metavar="DIR", default="precisionbot-out/bisect", help="install and engine logs per commit"
     )
     p.add_argument("--out", metavar="FILE", help="also write the steps and the answer as JSON (for a PR comment)")
+    p.add_argument("--comment", metavar="FILE", help="also write the PR comment (Markdown) for /precision bisect")
     p.set_defaults(handler=run)
 
 
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             f"first bad commit is one of {', '.join(a[:12] for a in answer)} (skipped commits could not be tested) "
             f"after {bound}; steps: {steps}"
         )
-    if args.out:
+    if args.out or args.comment:
         payload = {
             "good": good,
             "bad": bad,
@@ -144,7 +145,12 @@ def run(args: argparse.Namespace) -> int:
             "max_steps": search.max_steps,
             "steps": [{**s.to_dict(), "cached": s.cached, "subject": checkout.subject(s.sha)} for s in search.steps],
         }
-        Path(args.out).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        if args.out:
+            Path(args.out).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        if args.comment:
+            from precisionbot.report.bisect_comment import bisect_comment
+
+            Path(args.comment).write_text(bisect_comment(payload), encoding="utf-8")
     return 0 if len(answer) == 1 else 2
 
 

@@ -107,7 +107,8 @@ def test_bisect_names_the_planted_commit_and_caches_each_commit(
     config = write_config(tmp_path / "precision.json", repo)
     argv = ["bisect", "--good", shas[0][:10], "--bad", shas[-1], "--config", str(config), *ARGS]
     out_json = tmp_path / "bisect.json"
-    assert main([*argv, "--log-dir", str(tmp_path / "logs"), "--out", str(out_json)]) == 0
+    comment = tmp_path / "comment.md"
+    assert main([*argv, "--log-dir", str(tmp_path / "logs"), "--out", str(out_json), "--comment", str(comment)]) == 0
     captured = capsys.readouterr()
     final = captured.out.strip().splitlines()[-1]
     assert final.startswith(f"first bad commit: {shas[5]} 'faster prefix restore' after 3 steps (bound 4)")
@@ -124,6 +125,10 @@ def test_bisect_names_the_planted_commit_and_caches_each_commit(
     good_k3 = report["steps"][1]["numbers"]["prefill_cache_hit"]["mean_k3"]
     assert bad_k3 > 1e-3 > 1e-9 > good_k3
     assert _git(repo, "worktree", "list").count("\n") == 0  # every worktree removed
+    md = comment.read_text()
+    assert f"first bad commit `{shas[5][:12]}` faster prefix restore" in md
+    assert "6 commits after" in md and "3 steps (at most 4" in md
+    assert md.count("\n| ") == 4 and r"prefill\_cache\_hit mean k3" in md and "❌ bad (fail)" in md
 
     # The same bisection again: every commit's outcome comes from the store, no engine is started.
     assert main(argv) == 0
