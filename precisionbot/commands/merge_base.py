@@ -7,7 +7,9 @@ against the store it returns.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -44,7 +46,10 @@ def live_baseline(
     head = args.engine_commit or os.environ.get("PRECISIONBOT_ENGINE_COMMIT") or "HEAD"
     base_ref = args.base_ref or config.baselines.base_ref
     base = checkout.merge_base(checkout.resolve(base_ref, "baselines.base_ref"), checkout.resolve(head, "the PR head"))
-    live = open_store(tempfile.mkdtemp(prefix="precisionbot-merge-base-"))
+    root = tempfile.mkdtemp(prefix="precisionbot-merge-base-")
+    # The live baseline serves this one run: removed when the process ends, whichever way the check went.
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    live = open_store(root)
     print(f"A/B: building and running merge-base {base[:12]} ({base_ref}) as the producer", file=sys.stderr)
     common = {"batch_size": e.batch_size, "concurrency": e.concurrency, "request_timeout_s": e.request_timeout_s}
     with (
