@@ -89,3 +89,13 @@ def test_ab_passes_where_the_stored_baseline_of_another_runner_fails(
     assert f"A/B on one runner against merge-base {base[:7]} (" in comment and "GPU minutes" in comment
     assert "the stored baseline was recorded in another environment" in comment
     assert _git(engine_repo, "worktree", "list").count("\n") == 0
+
+
+def test_merge_base_mode_without_a_launch_template_is_a_setup_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "precision.json"
+    config.write_text(json.dumps({"baselines": {"mode": "merge-base"}}))
+    assert main(["check", "--config", str(config), "--engine", "builtin", "--out", str(tmp_path / "o")]) == 3
+    err = capsys.readouterr().err
+    assert "baselines.mode: merge-base needs engine.launch and one model" in err and err.count("\n") == 1
