@@ -48,6 +48,7 @@ def _git(repo: Path, *args: str) -> str:
         capture_output=True,
         text=True,
         env={
+            **os.environ,
             "GIT_AUTHOR_NAME": "t",
             "GIT_AUTHOR_EMAIL": "t@e",
             "GIT_COMMITTER_NAME": "t",
