@@ -216,6 +216,7 @@ class Scheduler:
                     req.noise,
                     state=req.rstate,
                     swa_slots=self.swa.slots(req) if self.swa is not None else None,
+                    rid=req.rid,
                 )
             )
             owners.append(req)
@@ -258,6 +259,7 @@ class Scheduler:
                     state=req.rstate,
                     swa_slots=self.swa.slots(req) if self.swa is not None else None,
                     generated=len(req.output_ids),
+                    rid=req.rid,
                 )
             )
         self.model.forward(segments)
