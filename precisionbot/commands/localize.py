@@ -193,7 +193,7 @@ def _localize(args: argparse.Namespace, engines: _Engines, out: Path, started: f
                 where = f" ({name} engine)" if engines.baseline else ""
                 raise ConfigError(f"localize refuses{where}: " + "; ".join(refusals))
             infos[name] = info
-        text = builtin_documents()[0].text
+        text = builtin_documents()[0].text or ""
         ids = list(clients["target"].tokenize([text])[0])
         if len(ids) < args.prompt_tokens + args.suffix_tokens:
             raise ConfigError(

@@ -141,7 +141,7 @@ class Recorder:
     def _floor_error(self, dog: Watchdog) -> DiskFloorError:
         gib = 1024**3
         return DiskFloorError(
-            f"free disk on {self.root} is {dog.tripped_at / gib:.2f} GiB, below the floor of "
+            f"free disk on {self.root} is {(dog.tripped_at or 0) / gib:.2f} GiB, below the floor of "
             f"{self.floor_bytes / gib:.2f} GiB: dumping was switched off; free space or lower --disk-floor-gib"
         )
 
