@@ -106,14 +106,22 @@ def tensor_diff(baseline: torch.Tensor, target: torch.Tensor) -> TensorDiff:
 
 
 def split_name(name: str) -> tuple[str, str]:
-    """``model.layers.1.mlp.inputs.0`` -> (``model.layers.1.mlp``, ``inputs.0``); the root's -> (``""``, ...)."""
-    if name == "output" or name.startswith("inputs."):
+    """``model.layers.1.mlp.inputs.0`` -> (``model.layers.1.mlp``, ``inputs.0``); ``model.layers.1.output.0``
+    (one tensor of a tuple output, as SGLang's decoder layers return) -> (``model.layers.1``, ``output.0``);
+    the root's -> (``""``, ...)."""
+    if name == "output" or name.startswith(("inputs.", "output.")):
         return "", name
-    for marker in (".inputs.", ".output"):
+    for marker in (".inputs.", ".output."):
         cut = name.rfind(marker)
-        if cut >= 0 and (marker == ".inputs." or name.endswith(".output")):
+        if cut >= 0:
             return name[:cut], name[cut + 1 :]
+    if name.endswith(".output"):
+        return name[: -len(".output")], "output"
     raise ValueError(f"{name!r} is not a module tensor name (<module>.inputs.<i> or <module>.output)")
+
+
+def _is_output(part: str) -> bool:
+    return part == "output" or part.startswith("output.")
 
 
 @dataclass(frozen=True)
@@ -200,7 +208,7 @@ def module_order(capture: Capture) -> list[str]:
     for s, step in enumerate(capture.steps):
         for name, index in step.order.items():
             module, part = split_name(name)
-            if part == "output" and module not in seen:
+            if _is_output(part) and module not in seen:
                 seen[module] = (s, index)
     return sorted(seen, key=lambda m: seen[m])
 
@@ -226,7 +234,7 @@ def localize(baseline: Capture, target: Capture, required: Sequence[int]) -> Loc
     for rows in (rows_b, rows_t):
         count = 0
         for name in names:
-            if split_name(name)[1] == "output" and rows.stacked(name, positions) is not None:
+            if _is_output(split_name(name)[1]) and rows.stacked(name, positions) is not None:
                 count += 1
         hits.append(count)
         if count == 0 or EMBED_MODULE not in modules:
@@ -237,32 +245,41 @@ def localize(baseline: Capture, target: Capture, required: Sequence[int]) -> Loc
             )
     _prove_alignment(rows_b, rows_t, positions)
     stacked: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    one_sided = set()
     for name in names:
         a, b = rows_b.stacked(name, positions), rows_t.stacked(name, positions)
         if a is not None and b is not None:
             stacked[name] = (a, b)
+        elif (a is None) != (b is None):
+            one_sided.add(split_name(name)[0])
     differs = {name: _row_differs(a, b) for name, (a, b) in stacked.items()}
-    outputs = [m for m in modules if _out(m) in differs]
-    if len(outputs) < len(modules):
-        lost = [m or "(root)" for m in modules if _out(m) not in differs]
+    out_names = {m: [n for n in differs if split_name(n)[0] == m and _is_output(split_name(n)[1])] for m in modules}
+    # A module whose outputs are not one row per position on either side (SGLang's root writes only each
+    # request's last logits row in a prefill) is left out; one present on a single side is a probe failure.
+    outputs = [m for m in modules if out_names[m]]
+    lost = [m or "(root)" for m in modules if not out_names[m] and m in one_sided]
+    if lost:
         raise ProbeError(
             f"modules {', '.join(lost[:4])} have no output rows on one side: the two captures hooked different "
             "modules; launch both engines with the same DUMPER_* settings"
         )
+    out_differs = {m: torch.stack([differs[n] for n in out_names[m]]).any(dim=0) for m in outputs}
     first_row: int | None = None
     for m in outputs:
-        hit = torch.nonzero(differs[_out(m)])
+        hit = torch.nonzero(out_differs[m])
         if len(hit):
             first_row = int(hit[0]) if first_row is None else min(first_row, int(hit[0]))
-    proof = (tuple(positions), (hits[0], hits[1]), tuple(modules))
+    proof = (tuple(positions), (hits[0], hits[1]), tuple(outputs))
     if first_row is None:
         return Localization(None, None, (), *proof)
     results = []
     for m in outputs:
         inputs = [n for n in differs if split_name(n)[0] == m and split_name(n)[1].startswith("inputs.")]
         same_in = not any(bool(differs[n][first_row]) for n in inputs)
-        same_out = not bool(differs[_out(m)][first_row])
-        a, b = stacked[_out(m)]
+        same_out = not bool(out_differs[m][first_row])
+        # The output tensor that differs there (the first one when a tuple output has several).
+        shown = next((n for n in out_names[m] if bool(differs[n][first_row])), out_names[m][0])
+        a, b = stacked[shown]
         results.append(ModuleResult(m, same_in, same_out, tensor_diff(a[first_row], b[first_row])))
     first = next((r for r in results if r.inputs_identical and not r.output_identical), None)
     pos = positions[first_row]

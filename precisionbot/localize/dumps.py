@@ -68,7 +68,7 @@ def read_capture(folder: Path, label: str) -> Capture:
                 try:
                     split_name(short)
                 except ValueError:
-                    continue  # a tensor that is not a module input or output (e.g. a tuple's element)
+                    continue  # not a module's inputs.<i> or output: nothing to line up
                 value = _load(path)
                 if isinstance(value, torch.Tensor):
                     tensors[short], order[short] = value, index

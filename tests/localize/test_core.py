@@ -155,6 +155,8 @@ def test_rel_diff_is_zero_when_nothing_differs_and_fails_past_1e_3() -> None:
         ("model.layers.1.output", ("model.layers.1", "output")),
         ("inputs.1", ("", "inputs.1")),
         ("output", ("", "output")),
+        ("model.layers.3.output.1", ("model.layers.3", "output.1")),
+        ("output.next_token_logits", ("", "output.next_token_logits")),
     ],
 )
 def test_split_name(name: str, split: tuple[str, str]) -> None:
