@@ -8,7 +8,6 @@ dump silently empty or misleading) or a setup error. torch is imported inside th
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -171,67 +170,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _localize(args: argparse.Namespace, engines: _Engines, out: Path, started: float) -> int:
-    from precisionbot.corpus import builtin_documents
-    from precisionbot.engines.sglang import SGLangEngine
-    from precisionbot.localize import finding, jsonl, session
-    from precisionbot.localize.core import aligned_tensors, localize
-    from precisionbot.localize.dumps import dump_bytes
-    from precisionbot.localize.guards import deterministic_refusal, server_refusals
+    from precisionbot.localize.run import Settings, localize_engines
 
-    clients = {"target": SGLangEngine(engines.target)}
-    if engines.baseline:
-        clients["baseline"] = SGLangEngine(engines.baseline)
-    try:
-        drivers = {name: session.DumperDriver(c, name) for name, c in clients.items()}
-        infos = {}
-        for name, driver in drivers.items():
-            info = driver.engine.server_info().raw
-            refusals = server_refusals(info, driver.state())
-            if args.path != "golden" and (r := deterministic_refusal(info)):
-                refusals.append(r)
-            if refusals:
-                where = f" ({name} engine)" if engines.baseline else ""
-                raise ConfigError(f"localize refuses{where}: " + "; ".join(refusals))
-            infos[name] = info
-        text = builtin_documents()[0].text or ""
-        ids = list(clients["target"].tokenize([text])[0])
-        if len(ids) < args.prompt_tokens + args.suffix_tokens:
-            raise ConfigError(
-                f"--prompt-tokens {args.prompt_tokens} is longer than the built-in text ({len(ids)} tokens)"
-            )
-        prompt, suffix = ids[: args.prompt_tokens], ids[args.prompt_tokens : args.prompt_tokens + args.suffix_tokens]
-        rec = session.Recorder(out / "dumps", int(args.disk_floor_gib * 1024**3))
-        target = drivers["target"]
-        if args.path == "decode":
-            caps = session.capture_decode(rec, target, prompt, args.max_new_tokens)
-        elif args.path == "golden":
-            base = drivers["baseline"]
-            base.engine.flush_cache()
-            generated, _ = base.generate(prompt, args.max_new_tokens)
-            caps = session.capture_golden(rec, base, target, prompt + generated)
-        else:
-            decode = args.max_new_tokens if args.path == "decode-cache-hit" else 0
-            caps = session.capture_cache_hit(rec, target, prompt, suffix, decode)
-        loc = localize(caps.baseline, caps.target, caps.required)
-        layer_types = (infos["target"].get("model_config") or {}).get("layer_types")
-        records = [
-            jsonl.tensor_record(n, a, b) for n, a, b in aligned_tensors(caps.baseline, caps.target, caps.required)
-        ]
-        line = finding.first_line(loc, args.path, caps.prompt_tokens, layer_types)
-        records += [jsonl.log_record(line), jsonl.summary_record(records)]
-        (out / "comparison.jsonl").write_text(jsonl.render(records))
-        summary = finding.summary(loc, args.path, caps.prompt_tokens, layer_types)
-        summary |= {"seconds": round(time.monotonic() - started, 2), "dump_bytes": dump_bytes(out / "dumps")}
-        (out / "localization.json").write_text(json.dumps(summary, indent=2) + "\n")
-        print(line)
-        if (inherit := finding.inherit_line(loc)) is not None:
-            print(inherit)
-        print(
-            f"{len(records) - 2} tensors compared ({summary['dump_bytes'] / 1e6:.1f} MB of dumps, "
-            f"{summary['seconds']:.1f} s); details in {out}/comparison.jsonl",
-            file=sys.stderr,
-        )
-        return 0 if loc.first is None else 1
-    finally:
-        for c in clients.values():
-            c.close()
+    settings = Settings(args.path, args.prompt_tokens, args.max_new_tokens, args.suffix_tokens, args.disk_floor_gib)
+    outcome = localize_engines(engines.target, engines.baseline, settings, out, started)
+    print(outcome.line)
+    if outcome.inherit is not None:
+        print(outcome.inherit)
+    summary = outcome.summary
+    print(
+        f"{outcome.tensors} tensors compared ({summary['dump_bytes'] / 1e6:.1f} MB of dumps, "
+        f"{summary['seconds']:.1f} s); details in {out}/comparison.jsonl",
+        file=sys.stderr,
+    )
+    return 0 if summary["first_diverging_op"] is None else 1

@@ -151,3 +151,24 @@ def test_launch_sets_the_dumper_environment_itself(
     argv = ["localize", "--engine", "launch", "--config", str(cfg), "--out", str(tmp_path / "o")]
     assert main(argv) == 0
     assert capsys.readouterr().out.startswith("first diverging op: none")
+
+
+def test_check_localizes_a_failing_helper_and_the_comment_names_the_op(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "precision.yml"
+    cfg.write_text("localize:\n  enabled: true\n")
+    out = tmp_path / "run"
+    argv = [
+        "check", "--engine", "builtin", "--enable-deterministic-inference", "--fault", "state-bf16-decode",
+        "--checks", "match", "--samples", "2", "--max-new-tokens", "16", "--prompt-tokens", "96",
+        "--profile", "deterministic", "--config", str(cfg), "--out", str(out), "--quiet",
+    ]  # fmt: skip
+    assert main(argv) == 1
+    found = json.loads((out / "result.json").read_text())["localization"]
+    assert found["check"] == "match" and found["first_diverging_op"]["module"] == "model.layers.1.linear_attn"
+    capsys.readouterr()
+    assert main(["report", str(out), "--format", "markdown"]) == 1
+    comment = capsys.readouterr().out
+    points = comment[comment.index("**What it points to**") :]
+    assert points.splitlines()[1].startswith(r"- first diverging op: model.layers.1.linear\_attn (recurrent mixer)")
