@@ -59,6 +59,9 @@ class Dumper:
         self.step_count = 0
         self._hooked: list[Any] = []
         self._hook_mode = config.non_intrusive_mode
+        self.routes = config.routes
+        """Whether ``/dumper/*`` exists: decided at start from ``DUMPER_SERVER_PORT``, as SGLang registers the
+        routes once (a later ``configure`` of ``server_port`` changes neither)."""
         self._cleaned = False
         self._lock = threading.Lock()
         self._forward_config = config

@@ -165,7 +165,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._body() if method == "POST" else {}
             handler = _ROUTES.get(path)
-            dumper_method = route_method(path) if method == "POST" and self.engine.dumper.config.routes else None
+            dumper_method = route_method(path) if method == "POST" and self.engine.dumper.routes else None
             if dumper_method is not None:
                 self._dumper(dumper_method, body)
                 return
