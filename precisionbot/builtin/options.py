@@ -1,4 +1,4 @@
-"""Engine options and the fault catalogue (CONTRACT: "Builtin engine faults").
+"""Engine options and the fault catalogue (docs/builtin-engine.md).
 
 Options are launch arguments, like an SGLang server's: they are reported by ``/server_info`` and two engines
 with different options are different engines (a baseline signature includes them).
@@ -29,8 +29,8 @@ FAULT_NAMES: tuple[str, ...] = (
     "state-bf16-decode",
     "mlp-bf16",
 )
-"""Every fault name, in CONTRACT's table order. ``mantissa``, ``state-mantissa`` and ``mlp-bf16`` take a value
-(``=N``: mantissa bits, or the layer whose MLP runs in lower precision)."""
+"""Every fault name, in the order of docs/builtin-engine.md's table. ``mantissa``, ``state-mantissa`` and
+``mlp-bf16`` take a value (``=N``: mantissa bits, or the layer whose MLP runs in lower precision)."""
 
 HYBRID_ONLY_FAULTS = (
     "mamba-stale-checkpoint",

@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from precisionbot import __version__
-from precisionbot.builtin.api import BadRequest, parse_generate, response
 from precisionbot.builtin.dumper import Dumper, route_method
 from precisionbot.builtin.dumper_config import DumperRequestError, RuntimeFlags
 from precisionbot.builtin.model import Model
@@ -31,6 +30,7 @@ from precisionbot.builtin.openai_api import (
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.request import LogprobParams, Request, SamplingParams
 from precisionbot.builtin.scheduler import Scheduler
+from precisionbot.builtin.sglang_api import BadRequest, parse_generate, response
 from precisionbot.builtin.tokenizer import vocab_for
 from precisionbot.builtin.weights import build_weights
 from precisionbot.errors import EngineStartError
@@ -39,18 +39,18 @@ REQUEST_TIMEOUT_S = 3600.0
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
-class Engine:
+class BuiltinRuntime:
     """Weights, model, KV pool and scheduler for ``options``."""
 
-    def __init__(self, options: EngineOptions, runtime: RuntimeFlags | None = None) -> None:
+    def __init__(self, options: EngineOptions, flags: RuntimeFlags | None = None) -> None:
         self.options = options
-        self.runtime = runtime or RuntimeFlags()
+        self.flags = flags or RuntimeFlags()
         device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.device = torch.device(device)
         self.vocab = vocab_for(options.vocab_name)
         model = Model(options, build_weights(options), options.kv_pool_tokens, self.device)
-        model.graphed = self.runtime.graphed
-        self.dumper = Dumper(self.runtime.dumper)
+        model.graphed = self.flags.graphed
+        self.dumper = Dumper(self.flags.dumper)
         self.dumper.attach(model)
         self.scheduler = Scheduler(options, model, self.vocab)
 
@@ -79,8 +79,8 @@ class Engine:
             "context_length": o.max_context_tokens,
             "max_total_num_tokens": o.kv_pool_tokens,
             "attention_backend": "builtin",
-            "disable_cuda_graph": self.runtime.disable_cuda_graph,
-            "disable_prefill_cuda_graph": self.runtime.disable_prefill_cuda_graph,
+            "disable_cuda_graph": self.flags.disable_cuda_graph,
+            "disable_prefill_cuda_graph": self.flags.disable_prefill_cuda_graph,
             # SGLang's meaning: the server was started with the flag. The batch-variant and nondeterministic
             # faults break what the flag promises, so a server with them does not claim it.
             "enable_deterministic_inference": o.enable_deterministic_inference
@@ -121,7 +121,7 @@ def _hybrid_info(o: EngineOptions) -> dict[str, Any]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    engine: Engine
+    engine: BuiltinRuntime
     protocol_version = "HTTP/1.1"
     # Headers and body go out in separate writes: with Nagle on, the client's delayed ACK stalls each
     # answer by ~40 ms (measured: 45 ms per /server_info round trip, 0.4 ms with this set).
@@ -294,19 +294,20 @@ class BuiltinServer:
     """
 
     def __init__(
-        self, options: EngineOptions, host: str = "127.0.0.1", port: int = 0, runtime: RuntimeFlags | None = None
+        self, options: EngineOptions, host: str = "127.0.0.1", port: int = 0, flags: RuntimeFlags | None = None
     ) -> None:
         self.options = options
-        self.runtime = runtime
+        self.flags = flags
+        """The dumper and CUDA-graph launch flags (dumper_config.py); None: SGLang's defaults."""
         self.host = host
         self.port = port
         self.url = ""
-        self._engine: Engine | None = None
+        self._engine: BuiltinRuntime | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> BuiltinServer:
-        engine = Engine(self.options, self.runtime)
+        engine = BuiltinRuntime(self.options, self.flags)
         handler = type("Handler", (_Handler,), {"engine": engine})
         try:
             httpd = ThreadingHTTPServer((self.host, self.port), handler)

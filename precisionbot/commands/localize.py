@@ -97,14 +97,14 @@ def _engines(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
         dumper = DumperConfig(server_port="reuse", non_intrusive_mode="all", dir=str(out / "dumps"))
         runtime = RuntimeFlags(disable_cuda_graph=True, disable_prefill_cuda_graph=True, dumper=dumper)
         with ExitStack() as stack:
-            target = stack.enter_context(BuiltinServer(target_options, runtime=runtime))
+            target = stack.enter_context(BuiltinServer(target_options, flags=runtime))
             baseline = None
             if args.path == "golden":
                 if not args.fault:
                     raise ConfigError(
                         "--path golden with --engine builtin compares a faulted build with a clean one: add --fault"
                     )
-                clean = stack.enter_context(BuiltinServer(_builtin_options(args, ()), runtime=runtime))
+                clean = stack.enter_context(BuiltinServer(_builtin_options(args, ()), flags=runtime))
                 baseline = clean.url
             yield _Engines(target.url, baseline)
         return

@@ -1,4 +1,4 @@
-"""``precisionbot serve``: the builtin engine as an SGLang-compatible HTTP server (CONTRACT).
+"""``precisionbot serve``: the builtin engine as an SGLang-compatible HTTP server.
 
 Prints the URL once ``/health`` answers and serves until Ctrl-C or SIGTERM. torch is imported inside the
 handler so the rest of the CLI starts without it.
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = signal.signal(signal.SIGTERM, on_signal)
-    server = BuiltinServer(options, host=args.host, port=args.port, runtime=runtime).start()
+    server = BuiltinServer(options, host=args.host, port=args.port, flags=runtime).start()
     try:
         faults = ", ".join(options.fault_specs()) or "none"
         numerics = "deterministic" if options.enable_deterministic_inference else "production"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from precisionbot.builtin.options import EngineOptions, parse_fault
 from precisionbot.engines.sglang import SGLangEngine
 
 
@@ -24,12 +25,12 @@ class BuiltinEngine(SGLangEngine):
         preset: str = "hybrid",
         vocab: str | None = None,
         options: Any = None,
-        runtime: Any = None,
+        flags: Any = None,
         batch_size: int = 8,
         concurrency: int = 4,
         request_timeout_s: float = 600.0,
     ) -> None:
-        from precisionbot.builtin import BuiltinServer, EngineOptions, parse_fault
+        from precisionbot.builtin.server import BuiltinServer  # torch: only when the builtin engine starts
 
         if options is None:
             options = EngineOptions(
@@ -40,8 +41,8 @@ class BuiltinEngine(SGLangEngine):
                 vocab=vocab,
             )
         self.options = options
-        # ``runtime``: a ``builtin.dumper_config.RuntimeFlags`` (the dumper and CUDA-graph flags), for localize.
-        self.server = BuiltinServer(options, host="127.0.0.1", port=0, runtime=runtime)
+        # ``flags``: a ``builtin.dumper_config.RuntimeFlags`` (the dumper and CUDA-graph flags), for localize.
+        self.server = BuiltinServer(options, host="127.0.0.1", port=0, flags=flags)
         self.server.start()
         try:
             super().__init__(

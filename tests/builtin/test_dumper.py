@@ -28,7 +28,7 @@ def _server(
 ) -> Iterator[httpx.Client]:
     config = DumperConfig(**{"server_port": "reuse", "non_intrusive_mode": "all", "dir": str(tmp_path), **dumper})  # type: ignore[arg-type]
     runtime = RuntimeFlags(graphs_off, graphs_off, config)
-    with BuiltinServer(options, runtime=runtime) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+    with BuiltinServer(options, flags=runtime) as server, httpx.Client(base_url=server.url, timeout=60) as client:
         yield client
 
 

@@ -80,7 +80,7 @@ def _engine(deterministic: bool = True, graphs_off: bool = True, **dumper: objec
     settings = {"server_port": "reuse", "non_intrusive_mode": "all", **dumper}
     runtime = RuntimeFlags(graphs_off, graphs_off, DumperConfig(**settings))  # type: ignore[arg-type]
     options = EngineOptions(preset="tiny", enable_deterministic_inference=deterministic)
-    with BuiltinServer(options, runtime=runtime) as server:
+    with BuiltinServer(options, flags=runtime) as server:
         yield server.url
 
 
