@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from precisionbot.config import Config
+from precisionbot.config import Config, from_mapping
 from precisionbot.errors import ConfigError
 from precisionbot.localize.finding import module_kind, where
 from precisionbot.report.diagnosis import diagnose
@@ -68,10 +68,10 @@ def test_a_localization_without_an_answer_says_why_or_that_nothing_differs() -> 
 
 
 def test_localize_config_key() -> None:
-    config = Config.from_mapping({"localize": {"enabled": True, "max_new_tokens": 12}})
+    config = from_mapping({"localize": {"enabled": True, "max_new_tokens": 12}})
     assert config.localize.enabled and config.localize.max_new_tokens == 12
     assert not Config.default().localize.enabled
     with pytest.raises(ConfigError, match=r"localize.max_new_tokens.*must be >= 2"):
-        Config.from_mapping({"localize": {"max_new_tokens": 1}})
+        from_mapping({"localize": {"max_new_tokens": 1}})
     with pytest.raises(ConfigError, match="localize"):
-        Config.from_mapping({"localize": {"enable": True}})
+        from_mapping({"localize": {"enable": True}})
