@@ -32,6 +32,10 @@ DEFAULT_OUT = "precisionbot-out"
 DEFAULT_SUITE = "consistency"
 
 
+INSTANCE_TYPE_ENV = "PRECISIONBOT_INSTANCE_TYPE"
+"""The runner's EC2 instance type, for the comment's GPU minutes and price (the runner's user data sets it)."""
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "check",
@@ -255,6 +259,8 @@ def run(args: argparse.Namespace) -> int:
                     store=store,
                     progress=progress,
                     engine_info=info,
+                    # Set by the EC2 runner's user data (its .env file): the machine the GPU minutes are on.
+                    instance_type=os.environ.get(INSTANCE_TYPE_ENV) or None,
                 )
             finally:
                 progress.close()
