@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-from precisionbot.report.escape import markdown_plain
 
 DEMO_ARGS = ("--samples", "4", "--max-new-tokens", "72", "--prompt-tokens", "64..128", "--golden-depths", "128,256")
 """The documented demo sizes: small enough for CI, past the hybrid preset's first 64-token checkpoint."""
@@ -19,29 +18,30 @@ END = "<!-- demo-excerpt:end -->"
 
 
 def excerpt(comment: str) -> str:
-    """The verdict line, the first check table and the "What it points to" bullets of ``comment``, unescaped."""
+    """The verdict line (bold, not a heading: the README has its own), the first check table and the "What it
+    points to" bullets of ``comment``, as the comment's own Markdown (GitHub renders the README's copy alike)."""
     lines = comment.splitlines()
-    out = [next(line for line in lines if line.startswith("## "))]
+    verdict = next(line for line in lines if line.startswith("## "))
+    out = [f"**{verdict[3:]}**", ""]
     i = next(i for i, line in enumerate(lines) if line.startswith("| Check |"))
     while i < len(lines) and lines[i].startswith("|"):
-        if not lines[i].startswith("|---"):
-            out.append(lines[i])
+        out.append(lines[i])
         i += 1
     if "**What it points to**" in lines:
         j = lines.index("**What it points to**")
-        out += ["", "What it points to"]
+        out += ["", lines[j]]
         j += 1
         while j < len(lines) and lines[j].startswith("- "):
             out.append(lines[j])
             j += 1
-    return "\n".join(markdown_plain(line) for line in out) + "\n"
+    return "\n".join(out) + "\n"
 
 
 def readme_block(readme: str) -> str:
-    """The excerpt the README holds between the markers (inside its code fence)."""
-    m = re.search(re.escape(START) + r"\n```text\n(.*?)```\n" + re.escape(END), readme, re.DOTALL)
+    """The excerpt the README holds between the markers."""
+    m = re.search(re.escape(START) + r"\n\n(.*?)\n" + re.escape(END), readme, re.DOTALL)
     if m is None:
-        raise ValueError(f"README.md has no {START} ... {END} block with a ```text fence")
+        raise ValueError(f"README.md has no {START} ... {END} block")
     return m.group(1)
 
 
@@ -50,7 +50,7 @@ def with_block(readme: str, block: str) -> str:
     readme_block(readme)  # the markers are there
     return re.sub(
         re.escape(START) + r".*?" + re.escape(END),
-        lambda _: f"{START}\n```text\n{block}```\n{END}",
+        lambda _: f"{START}\n\n{block}\n{END}",
         readme,
         flags=re.DOTALL,
     )
