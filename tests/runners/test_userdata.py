@@ -29,7 +29,9 @@ def _stub(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
-def _run(tmp_path: Path, script: str, tarball: Path | None = None, sudo_rules: str = "") -> list[str]:
+def _run(
+    tmp_path: Path, script: str, tarball: Path | None = None, sudo_rules: str = "", instance_type: str = "g6e.xlarge"
+) -> list[str]:
     """Run the script with shutdown/sudo/curl/... replaced by stubs that append what they were asked to do
     to a log, so the test sees the order of events without touching the machine."""
     bin_dir = tmp_path / "bin"
@@ -51,6 +53,9 @@ def _run(tmp_path: Path, script: str, tarball: Path | None = None, sudo_rules: s
     _stub(
         bin_dir,
         "curl",
+        # The instance metadata service (IMDSv2): a token, then the instance type; not an event of the job.
+        'case "$*" in *169.254.169.254/latest/api/token*) echo tok; exit 0 ;; '
+        '*169.254.169.254/latest/meta-data/instance-type*) printf "%s" "$ITYPE"; exit 0 ;; esac; '
         'echo "curl ${@: -1}" >> "$EVENTS"; while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done; '
         f'cp {tarball or "/nonexistent"} "$out"',
     )
@@ -61,6 +66,7 @@ def _run(tmp_path: Path, script: str, tarball: Path | None = None, sudo_rules: s
         "EVENTS": str(log),
         "HOME": str(tmp_path),
         "SUDO_RULES": sudo_rules,
+        "ITYPE": instance_type,
     }
     subprocess.run(["bash", str(path)], env=env, cwd=tmp_path, timeout=30, check=False, capture_output=True)
     return log.read_text().splitlines() if log.exists() else []
@@ -188,3 +194,18 @@ def test_a_bad_checksum_never_starts_the_runner_but_still_powers_off(tmp_path: P
     events = _run(tmp_path, render_user_data(spec, JIT), tarball)
     assert not any(e.startswith("run.sh") for e in events)
     assert events[0].startswith("shutdown -h +") and events[-1] == "shutdown -h now"
+
+
+@pytest.mark.parametrize(("reported", "written"), [("g6e.xlarge", "g6e.xlarge"), ("p5.48xlarge;rm -rf /", None)])
+def test_the_runner_tells_jobs_its_instance_type(tmp_path: Path, reported: str, written: str | None) -> None:
+    """The check step reads PRECISIONBOT_INSTANCE_TYPE (the comment's GPU minutes and price) from the runner's
+    .env file, which the user data writes from the instance metadata; anything but a plain type is dropped."""
+    from precisionbot.commands.check import INSTANCE_TYPE_ENV
+
+    runner_dir = tmp_path / "actions-runner"
+    runner_dir.mkdir()
+    _extract(_runner_tarball(tmp_path), runner_dir)
+    _run(tmp_path, render_user_data(runner_spec(runner_dir=str(runner_dir)), JIT), instance_type=reported)
+    env_file = runner_dir / ".env"
+    lines = env_file.read_text().splitlines() if env_file.exists() else []
+    assert lines == ([f"{INSTANCE_TYPE_ENV}={written}"] if written else [])

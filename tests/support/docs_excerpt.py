@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-
 DEMO_ARGS = ("--samples", "4", "--max-new-tokens", "72", "--prompt-tokens", "64..128", "--golden-depths", "128,256")
 """The documented demo sizes: small enough for CI, past the hybrid preset's first 64-token checkpoint."""
 START = "<!-- demo-excerpt:start -->"
