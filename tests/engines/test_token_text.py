@@ -4,15 +4,15 @@ builtin engine's real HTTP server on 127.0.0.1, which speaks both."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.openai import OpenAIEngine
 
-torch = pytest.importorskip("torch")
-
-
 def test_openai_kind_detokenizes_like_sglangs_native_text() -> None:
+    pytest.importorskip("torch")  # the builtin engine
     from precisionbot.engines.builtin import BuiltinEngine
 
     native = BuiltinEngine(preset="tiny")
@@ -38,3 +38,28 @@ def test_openai_kind_detokenizes_like_sglangs_native_text() -> None:
     # Asked once per distinct id, then served from memory.
     assert calls == len(set(ids) | set(got.output_ids))
     assert again == tuple(client._pieces[t] for t in ids)
+
+
+def test_llamacpp_kind_asks_detokenize_once_per_id_and_drops_half_characters() -> None:
+    """llama-server's ``POST /detokenize`` answers ``{"content": text}``; a byte token that is half of a UTF-8
+    character comes back as U+FFFD and is shown by id instead of as a replacement character."""
+    import httpx
+
+    from precisionbot.engines.llamacpp import LlamaCppEngine
+
+    pieces = {5: " the", 6: "\n", 7: "\ufffd"}
+    asked: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/detokenize"
+        (token,) = json.loads(request.content)["tokens"]
+        asked.append(token)
+        return httpx.Response(200, json={"content": pieces[token]})
+
+    engine = LlamaCppEngine("http://llama.invalid", transport=httpx.MockTransport(handler))
+    try:
+        assert engine.token_texts([5, 6, 5, 7]) == (" the", "\n", " the", None)
+        assert engine.token_texts([6, 5]) == ("\n", " the")
+    finally:
+        engine.close()
+    assert sorted(asked) == [5, 6, 7]
