@@ -11,6 +11,7 @@ import pytest
 from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.openai import OpenAIEngine
 
+
 def test_openai_kind_detokenizes_like_sglangs_native_text() -> None:
     pytest.importorskip("torch")  # the builtin engine
     from precisionbot.engines.builtin import BuiltinEngine
