@@ -57,7 +57,6 @@ class HtmlReport:
     sections: tuple[HtmlSection, ...]
     links: tuple[tuple[str, str], ...]
     csp: str
-    frac_label: str
 
 
 def _plain(obj: T) -> T:
@@ -108,7 +107,6 @@ def html_view(sections: Sequence[ReportSection], *, links: ReportLinks | None = 
         sections=tuple(_section(i, s, v) for i, (s, v) in enumerate(zip(sections, view.sections, strict=True))),
         links=kept,
         csp=CSP,
-        frac_label=markdown_plain(view.frac_label),
     )
 
 

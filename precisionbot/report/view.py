@@ -17,7 +17,6 @@ from precisionbot.report.heat_strip import LEGEND as STRIP_LEGEND
 from precisionbot.report.heat_strip import worst_strips
 from precisionbot.report.noise_words import noise_scale
 from precisionbot.report.rows import (
-    FRAC_KEY,
     ICONS,
     CheckRow,
     WorstRow,
@@ -123,7 +122,6 @@ class ReportView:
     """``(text, url)`` pairs."""
     note: str
     """Why something was left out and where to find it, or empty."""
-    frac_label: str
 
 
 def baseline_stats_of(section: ReportSection) -> BaselineStats | None:
@@ -251,5 +249,4 @@ def report_view(
         ),
         links=tuple(link_list),
         note=note,
-        frac_label=f"k3 &gt; {FRAC_KEY}",
     )
