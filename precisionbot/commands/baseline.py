@@ -15,6 +15,7 @@ from typing import Any
 
 from precisionbot.builtin.flags import add_engine_flags
 from precisionbot.commands.store_option import add_store_option
+from precisionbot.fmt import sig
 
 
 def register(subparsers: Any) -> None:
@@ -115,6 +116,7 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot.baselines.accept import KEY as ACCEPT_KEY
     from precisionbot.baselines.accept import audit_record, check_reason
     from precisionbot.checks.golden import golden_target, record_golden
+    from precisionbot.checks.main_noise import skipped_up_front
     from precisionbot.checks.rerun import rerun_helpers
     from precisionbot.commands.check import _model, open_engine
     from precisionbot.config import load_config_or_default
@@ -153,6 +155,10 @@ def _record(args: argparse.Namespace) -> int:
                 commit=commit,
             )
         helpers = None
+        up_front = skipped_up_front(suite.samples, reruns) if reruns else None
+        if up_front:
+            # Said before the reruns are spent, not only in the PR's result.json afterwards.
+            print(f"note: {up_front}", file=sys.stderr)
         if reruns:
             helpers = rerun_helpers(engine, config, suite, model, reruns, on_rerun=_rerun_line)
         meta = record_golden(
@@ -193,9 +199,21 @@ def _publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def rerun_line(index: int, result: Any) -> str:
+    """``helper rerun 1: match pass mean_k3 2.4e-11; ...``: numbers formatted like the report's, and an
+    inconclusive helper's reason (why it cannot count as one of main's reruns)."""
+    cells = []
+    for c in result.checks:
+        value = c.stats.get("mean_k3")
+        cell = f"{c.name} {c.verdict} mean_k3 {sig(value) if isinstance(value, (int, float)) else '–'}"
+        if str(c.verdict) == "inconclusive" and c.reasons:
+            cell += f" ({c.reasons[0]})"
+        cells.append(cell)
+    return f"  helper rerun {index + 1}: " + "; ".join(cells)
+
+
 def _rerun_line(index: int, result: Any) -> None:
-    cells = [f"{c.name} {c.verdict} mean_k3 {c.stats.get('mean_k3')}" for c in result.checks]
-    print(f"  helper rerun {index + 1}: " + "; ".join(cells), file=sys.stderr)
+    print(rerun_line(index, result), file=sys.stderr)
 
 
 def _existing_store(uri: str) -> Any:

@@ -32,6 +32,20 @@ DEFAULT_OUT = "precisionbot-out"
 DEFAULT_SUITE = "consistency"
 
 
+INSTANCE_TYPE_ENV = "PRECISIONBOT_INSTANCE_TYPE"
+"""The runner's EC2 instance type, for the comment's GPU minutes and price (the runner's user data sets it)."""
+
+
+def vs_main_skipped(config: Config, suite: SuiteConfig) -> str | None:
+    """Why the comparison with main's reruns will be skipped at the suite's sizes, before the checks run."""
+    from precisionbot.checks.main_noise import skipped_up_front
+    from precisionbot.results import CONSISTENCY_CHECKS
+
+    if not config.baselines.vs_main or not any(n in CONSISTENCY_CHECKS for n in suite.checks):
+        return None
+    return skipped_up_front(suite.samples)
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "check",
@@ -286,6 +300,9 @@ def run(args: argparse.Namespace) -> int:
             info = EngineInfo(url=engine.url, kind=engine.kind, commit=commit)
             engine.server_info()  # reachable at all? (else every check would retry the same dead URL)
             started = True
+            up_front = vs_main_skipped(config, suite)
+            if up_front and not args.quiet:
+                print(f"note: {up_front}", file=sys.stderr)
             try:
                 done = run_suite(
                     engine,
@@ -296,6 +313,8 @@ def run(args: argparse.Namespace) -> int:
                     store=store,
                     progress=progress,
                     engine_info=info,
+                    # Passed by the EC2 runner's pr.sh (read from the instance metadata): where the GPU minutes ran.
+                    instance_type=os.environ.get(INSTANCE_TYPE_ENV) or None,
                 )
             finally:
                 progress.close()

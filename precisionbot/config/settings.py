@@ -74,6 +74,9 @@ class RunnerConfig:
     region: str | None = None
     """None = boto3's own chain (``AWS_DEFAULT_REGION``...)."""
     instance_type: str = "g6e.xlarge"
+    price_per_hour: float | None = None
+    """USD per hour of ``instance_type``, for the comment's price estimate; None = the package's on-demand list
+    price (``results.cost.PRICES``), which is no price for a type not in that table."""
     ami: str | None = None
     subnet: str | None = None
     security_groups: tuple[str, ...] = ()

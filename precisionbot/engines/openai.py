@@ -106,6 +106,32 @@ class OpenAIEngine:
             self.url, timeout_s=request_timeout_s, pool_size=self.concurrency, retries=retries, backoff_s=backoff_s
         )
         self._model = model
+        self._pieces: dict[int, str | None] = {}
+        self._no_detokenize = False
+
+    def _piece(self, token: int) -> str | None:
+        if self._no_detokenize:
+            return None
+        body = {"model": self.model_name(), "tokens": [token]}
+        response = self.http.request("POST", "/detokenize", json=body, what=f"/detokenize {token}")
+        if response.status_code == 404:
+            # Not vLLM (no /detokenize): the report shows the token's id instead of its text.
+            self._no_detokenize = True
+            return None
+        try:
+            data = response.json() if response.status_code == 200 else None
+        except ValueError:
+            data = None
+        text = data.get("prompt") if isinstance(data, Mapping) else None
+        return text if isinstance(text, str) and text and text != "\ufffd" else None
+
+    def token_texts(self, ids: Sequence[int]) -> tuple[str | None, ...]:
+        """The text of each token id through vLLM's ``/detokenize``, once per distinct id: completions come back
+        as ids (``return_tokens_as_token_ids``), so the report would otherwise show only ids."""
+        missing = sorted({int(t) for t in ids} - self._pieces.keys())
+        for token in missing:
+            self._pieces[token] = self._piece(token)
+        return tuple(self._pieces[int(t)] for t in ids)
 
     def model_name(self) -> str:
         if self._model is None:
@@ -172,8 +198,8 @@ class OpenAIEngine:
             input_token_ids=in_ids,
             input_logprobs=in_lp,
             output_logprobs=out_lp,
-            input_token_text=(None,) * len(in_ids) if r.return_text else (),
-            output_token_text=(None,) * len(out_ids) if r.return_text else (),
+            input_token_text=self.token_texts(in_ids.tolist()) if r.return_text else (),
+            output_token_text=self.token_texts(out_ids) if r.return_text else (),
         )
 
     @staticmethod
