@@ -1,0 +1,147 @@
+"""precisionbot against a real vLLM server (marker ``vllm``): the pinned CPU build installed by
+scripts/install-vllm.sh, serving tiny random models made locally. The three helpers must pass on clean servers
+with counted cache hits, golden must pass fp32 against fp32 and fail a bf16 "PR", and a server set up without
+the flush or the cached-token counts must say which flag is missing.
+
+One server per model for the whole module (vLLM starts in 60-90 s on 2 cores)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from precisionbot.cli import main
+from precisionbot.engines.base import GenerateRequest
+from precisionbot.engines.vllm import VLLMEngine
+from tests.support.vllm import VLLMInstall, install, vllm_server
+
+pytestmark = pytest.mark.vllm
+
+SMALL = ["--samples", "4", "--prompt-tokens", "96", "--max-new-tokens", "40", "--quiet"]
+HELPERS = "match,prefill_cache_hit,decode_cache_hit"
+
+
+@pytest.fixture(scope="module")
+def vllm() -> VLLMInstall:
+    return install()
+
+
+@pytest.fixture(scope="module")
+def llama_url(vllm: VLLMInstall, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The dense Llama-style model in fp32."""
+    with vllm_server(vllm, vllm.model("llama"), tmp_path_factory.mktemp("vllm-llama"), "--dtype float32") as url:
+        yield url
+
+
+def _result(out: Path) -> dict[str, object]:
+    data = json.loads((out / "result.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _checks(result: dict[str, object]) -> dict[str, dict[str, object]]:
+    checks = result["checks"]
+    assert isinstance(checks, list)
+    return {str(c["name"]): c for c in checks}
+
+
+def _helpers_pass(url: str, out: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, object]]:
+    argv = ["check", "--engine-url", url, "--engine-kind", "vllm", "--checks", HELPERS, "--out", str(out)]
+    code = main([*argv, *SMALL])
+    printed = capsys.readouterr()
+    result = _result(out)
+    by_name = _checks(result)
+    assert code == 0, printed.out + printed.err
+    assert result["engine"] == {"url": url, "kind": "vllm", "commit": None}
+    for name in ("prefill_cache_hit", "decode_cache_hit"):
+        cache = by_name[name]["cache"]
+        assert isinstance(cache, dict) and cache["kept"] == cache["total"] == 4, (name, cache)
+    for name, check in by_name.items():
+        assert check["verdict"] == "pass", (name, check)
+    return by_name
+
+
+def test_three_helpers_pass_with_counted_cache_hits(
+    llama_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    by_name = _helpers_pass(llama_url, tmp_path / "out", capsys)
+    for name, check in by_name.items():
+        stats = check["stats"]
+        assert isinstance(stats, dict) and 0.0 <= float(stats["mean_k3"]) < 1e-9, (name, stats)
+
+
+def test_cache_hits_are_whole_blocks_and_the_replay_bypasses_the_cache(llama_url: str) -> None:
+    engine = VLLMEngine(llama_url)
+    try:
+        info = engine.server_info()
+        block = info.raw["block_size"]
+        assert block == 16 and info.disable_radix_cache is False
+        (prompt,) = engine.tokenize(["The quick brown fox jumps over the lazy dog, again and again. " * 12])
+        assert len(prompt) > 3 * block
+        engine.flush_cache()
+        (first,) = engine.generate([GenerateRequest(prompt, max_new_tokens=4, top_logprobs_num=3)])
+        assert first.cached_tokens == 0
+        assert first.output_top is not None and first.output_top.ids[:, 0].tolist() == list(first.output_ids)
+        longer = (*prompt, *first.output_ids, 5)
+        (second,) = engine.generate([GenerateRequest(longer, max_new_tokens=1)])
+        # The first request computed its prompt and 3 of its 4 generated tokens; whole blocks are cached.
+        assert second.cached_tokens == (len(prompt) + 3) // block * block
+        # A prompt-logprob request never reads the cache: it is the replay, with the top-k per position.
+        seq = prompt + first.output_ids
+        (replay,) = engine.generate([GenerateRequest(seq, max_new_tokens=0, logprob_start_len=0, top_logprobs_num=3)])
+        assert replay.cached_tokens == 0 and replay.input_top is not None
+        np.testing.assert_allclose(replay.input_logprobs[len(prompt) :], first.output_logprobs, atol=1e-5)
+        assert replay.input_top.ids[len(prompt) :, 0].tolist() == list(first.output_ids)
+        engine.flush_cache()
+        (again,) = engine.generate([GenerateRequest(longer, max_new_tokens=1)])
+        assert again.cached_tokens == 0  # the flush emptied the cache
+    finally:
+        engine.close()
+
+
+GOLDEN_CONFIG = """
+models:
+  - name: tiny-llama
+    path: tiny-llama
+suites:
+  tiny-golden:
+    checks: [golden]
+    golden:
+      top_k: 5
+      context_depths: [64]
+      decode_steps: 4
+"""
+
+
+def test_golden_passes_fp32_and_fails_a_bf16_pr(vllm: VLLMInstall, llama_url: str, tmp_path: Path) -> None:
+    """The "PR" serves the same weights in bf16: golden must see it against the fp32 baseline."""
+    config = tmp_path / "precision.yml"
+    config.write_text(GOLDEN_CONFIG)
+    store = tmp_path / "store"
+    common = ["--config", str(config), "--suite", "tiny-golden", "--engine-kind", "vllm"]
+    assert main(["baseline", "record", "--engine-url", llama_url, "--store", str(store), *common]) == 0
+    same = tmp_path / "same"
+    code = main(["check", "--engine-url", llama_url, *common, "--baseline-store", str(store), "--out", str(same)])
+    golden = _checks(_result(same))["golden"]
+    assert code == 0 and golden["verdict"] == "pass", golden
+    out = tmp_path / "bf16"
+    model = vllm.model("llama")
+    with vllm_server(vllm, model, tmp_path / "logs", "--dtype bfloat16") as url:
+        argv = ["check", "--engine-url", url, *common, "--baseline-store", str(store), "--out", str(out)]
+        code = main([*argv, "--quiet"])
+    golden = _checks(_result(out))["golden"]
+    assert code == 1, golden
+    assert golden["verdict"] == "fail"
+
+
+def test_batch_invariance_runs_against_vllm(llama_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = ["check", "--engine-url", llama_url, "--engine-kind", "vllm", "--checks", "batch_invariance"]
+    code = main([*argv, "--out", str(out), *SMALL])
+    check = _checks(_result(out))["batch_invariance"]
+    assert check["verdict"] in ("pass", "fail"), check
+    assert code == (0 if check["verdict"] == "pass" else 1)
