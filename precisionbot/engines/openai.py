@@ -1,10 +1,11 @@
 """OpenAI-compatible ``/v1/completions`` (vLLM), with vLLM's ``prompt_logprobs`` for the replay.
 
 Prompts are sent as token ids and tokens come back as ids (vLLM's ``return_tokens_as_token_ids``), so no
-tokenizer is needed and colliding token strings cannot collapse. ``match`` runs here; the cache-hit helpers do
-not: there is no standard cache flush, ``cached_tokens`` is optional, and vLLM bypasses its prefix cache for
-requests that ask for prompt logprobs, so a cache hit with logprobs cannot be arranged. They report
-INCONCLUSIVE with that reason (``cache_unsupported_reason``).
+tokenizer is needed and colliding token strings cannot collapse. ``match``, ``golden`` and ``batch_invariance``
+run here (top-k from ``top_logprobs`` and ``prompt_logprobs``); the cache-hit helpers do not: there is no
+standard cache flush and ``cached_tokens`` is optional. They report INCONCLUSIVE with that reason
+(``cache_unsupported_reason``), which names engine kind ``vllm`` when the server is vLLM (``engines.vllm``
+arranges the hits there).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from precisionbot.errors import EngineError
 CACHE_REASON = (
     "OpenAI-compatible engines cannot provide a prefix-cache hit with logprobs (no cache flush endpoint; vLLM "
     "bypasses its prefix cache for prompt-logprob requests); use the SGLang native API for the cache helpers"
+)
+VLLM_REASON = (
+    "this is a vLLM server: engine kind openai does not arrange its cache hits; use --engine-kind vllm (engine.kind: "
+    "vllm), with the server started with VLLM_SERVER_DEV_MODE=1 and --enable-prompt-tokens-details"
 )
 
 
@@ -306,7 +311,20 @@ class OpenAIEngine:
         return tuple(tokens)
 
     def cache_unsupported_reason(self) -> str | None:
+        if self._is_vllm():
+            return VLLM_REASON
         return CACHE_REASON
+
+    def _is_vllm(self) -> bool:
+        """vLLM answers ``GET /version`` with its version and names its metrics ``vllm:...``."""
+        try:
+            version = self.http.request("GET", "/version", what="/version", retry=False)
+            if version.status_code != 200 or '"version"' not in version.text:
+                return False
+            metrics = self.http.request("GET", "/metrics", what="/metrics", retry=False)
+        except EngineError:
+            return False
+        return metrics.status_code == 200 and "vllm:" in metrics.text
 
     def close(self) -> None:
         self.http.close()

@@ -4,10 +4,14 @@ facts from ``/metrics``, and a server missing the flush or the cached-token coun
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from precisionbot.checks.cache_rules import rules_for
+from precisionbot.cli import main
 from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.vllm import DETAILS_FIX, DEV_MODE_FIX, VLLMEngine, cache_config
 from precisionbot.errors import EngineError
@@ -75,3 +79,15 @@ def test_a_missing_cached_token_count_is_an_error_naming_the_flag() -> None:
         with pytest.raises(EngineError, match="--enable-prompt-tokens-details"):
             engine.generate([GenerateRequest((1, 2, 3), 2)])
         engine.close()
+
+
+def test_config_engine_kind_vllm_runs_match_through_the_cli(tmp_path: Path) -> None:
+    with fake_vllm("vllm") as url:
+        config = tmp_path / "precision.yml"
+        config.write_text(f"engine:\n  kind: vllm\n  url: {url}\n")
+        out = tmp_path / "out"
+        argv = ["check", "--config", str(config), "--checks", "match", "--samples", "2", "--max-new-tokens", "3"]
+        code = main([*argv, "--prompt-tokens", "12", "--out", str(out), "--quiet"])
+    result = json.loads((out / "result.json").read_text())
+    assert code == 0, result
+    assert result["engine"]["kind"] == "vllm" and result["checks"][0]["verdict"] == "pass"
