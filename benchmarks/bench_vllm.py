@@ -28,8 +28,8 @@ from tests.support.vllm import install, vllm_server
 MODELS = {
     "llama-fp32": ("llama", "--dtype float32"),
     "llama-bf16": ("llama", "--dtype bfloat16"),
-    "swa-fp32": ("mistral-swa", "--dtype float32"),
-    "qwen3-next-bf16": ("qwen3-next", "--dtype bfloat16"),
+    "swa-fp32": ("mistral-swa", "--dtype float32 --prefix-cache-retention-interval 128"),
+    "qwen3-next-bf16": ("qwen3-next", "--dtype bfloat16 --prefix-cache-retention-interval 128"),
 }
 
 

@@ -79,7 +79,13 @@ class VLLMEngine(OpenAIEngine):
             }
             if block is not None:
                 raw["block_size"] = raw["page_size"] = block
-            for key in ("enable_prefix_caching", "cache_dtype", "mamba_cache_mode", "sliding_window"):
+            for key in (
+                "enable_prefix_caching",
+                "cache_dtype",
+                "mamba_cache_mode",
+                "sliding_window",
+                "prefix_cache_retention_interval",
+            ):
                 if labels.get(key) not in (None, "None", ""):
                     raw[key] = labels[key]
             caching = labels.get("enable_prefix_caching")
