@@ -1,4 +1,4 @@
-"""``precisionbot runner launch | terminate | reap``: ephemeral EC2 GPU runners (ARCHITECTURE §2.2).
+"""``precisionbot runner launch | terminate | reap``: ephemeral EC2 GPU runners (docs/runners.md).
 
 The composition root for runners: reads flags, config and environment, builds the real adapters
 (boto3 EC2, PyGithub), and hands them to ``precisionbot.runners.lifecycle``.
@@ -21,7 +21,7 @@ from precisionbot.errors import ConfigError
 
 if TYPE_CHECKING:
     from precisionbot.config import RunnerConfig
-    from precisionbot.runners.registry import GitHubRunnerRegistry
+    from precisionbot.runners.github_runners import GitHubRunnerRegistry
 
 
 _RANDOM_LABEL = re.compile(r"[0-9a-f]{32}")
@@ -48,7 +48,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pr", help="PR number for the precisionbot:pr tag")
     p.add_argument("--spot", action=argparse.BooleanOptionalAction, default=None, help="one-time spot instance")
     p.add_argument("--root-volume-gb", type=int, help="root EBS volume size in GiB")
-    p.add_argument("--runner-group-id", type=int, help="runner group id (1 = Default)")
+    p.add_argument(
+        "--runner-group-id",
+        type=int,
+        help="runner group id (1 = Default; an organisation's group restricted to this workflow is safer)",
+    )
+    p.add_argument(
+        "--workflow-ref",
+        help="the only workflow whose jobs the runner accepts (default: $GITHUB_WORKFLOW_REF)",
+    )
+    p.add_argument("--job", default="gpu", help="the only job id the runner accepts (default: gpu)")
     p.add_argument("--runner-version", help="actions/runner version to download if the AMI has none")
     p.add_argument("--runner-sha256", help="sha256 of that runner tarball, verified on the instance")
     p.add_argument("--config", help="precisionbot config (default: .github/precision.yml if present)")
@@ -102,7 +111,7 @@ def _github_env() -> ActionEnv:
 
 
 def _registry(env: ActionEnv) -> GitHubRunnerRegistry | None:
-    from precisionbot.runners.registry import GitHubRunnerRegistry
+    from precisionbot.runners.github_runners import GitHubRunnerRegistry
 
     return GitHubRunnerRegistry.from_token(env.token, env.api_url) if env.token else None
 
@@ -131,17 +140,19 @@ def _regions(args: argparse.Namespace) -> list[str | None]:
 
 def _launch(args: argparse.Namespace) -> int:
     from precisionbot.runners.cloud import Ec2Cloud
+    from precisionbot.runners.github_runners import GitHubRunnerRegistry
     from precisionbot.runners.lifecycle import SYSTEM_CLOCK, launch
-    from precisionbot.runners.model import (
+    from precisionbot.runners.records import (
         InstanceSpec,
         RunnerSpec,
         new_label,
         new_runner_name,
+        validate_job,
         validate_label,
         validate_repo,
         validate_run_id,
+        validate_workflow_ref,
     )
-    from precisionbot.runners.registry import GitHubRunnerRegistry
 
     rc = _load_runner_config(args)
     if rc.kind == "pool":
@@ -182,10 +193,16 @@ def _launch(args: argparse.Namespace) -> int:
         runner_kwargs["runner_version"] = args.runner_version or rc.runner_version
     if rc.runner_user:
         runner_kwargs["runner_user"] = rc.runner_user
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        # Before anything could print it: the label is how a job selects this runner.
+        print(f"::add-mask::{label}", flush=True)
     runner = RunnerSpec(
         repo=repo,
         name=name,
         label=label,
+        workflow_ref=validate_workflow_ref(args.workflow_ref or os.environ.get("GITHUB_WORKFLOW_REF")),
+        run_id=run_id,
+        job=validate_job(args.job),
         runner_group_id=args.runner_group_id or rc.runner_group_id,
         ttl_minutes=ttl,
         runner_sha256=args.runner_sha256 or rc.runner_sha256,
@@ -258,7 +275,8 @@ def _emit(values: dict[str, str]) -> None:
     lines = write_outputs(values, github_output)
     if github_output:
         for line in lines.splitlines():
-            _log(f"output {line}")
+            if not line.startswith(("label=", "labels=")):  # the label stays out of the public log
+                _log(f"output {line}")
     else:
         sys.stdout.write(lines)
         sys.stdout.flush()
@@ -267,7 +285,7 @@ def _emit(values: dict[str, str]) -> None:
 def _terminate(args: argparse.Namespace) -> int:
     from precisionbot.runners.cloud import Ec2Cloud
     from precisionbot.runners.lifecycle import terminate
-    from precisionbot.runners.model import validate_instance_id, validate_run_id
+    from precisionbot.runners.records import validate_instance_id, validate_run_id
 
     run_id = validate_run_id(args.run_id) if args.run_id else None
     instance_id = validate_instance_id(args.instance_id) if args.instance_id else None
@@ -293,7 +311,7 @@ def _terminate(args: argparse.Namespace) -> int:
 def _reap(args: argparse.Namespace) -> int:
     from precisionbot.runners.cloud import Ec2Cloud
     from precisionbot.runners.lifecycle import SYSTEM_CLOCK, reap
-    from precisionbot.runners.model import validate_repo
+    from precisionbot.runners.records import validate_repo
 
     if args.grace_minutes < 0:
         raise ConfigError(f"--grace-minutes must be >= 0, got {args.grace_minutes:g}")

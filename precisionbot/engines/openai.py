@@ -18,7 +18,7 @@ import numpy as np
 
 from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo, TopLogprobs
 from precisionbot.engines.http import HttpClient
-from precisionbot.engines.validate import logprob
+from precisionbot.engines.sglang_parse import logprob
 from precisionbot.errors import EngineError
 
 CACHE_REASON = (
@@ -132,6 +132,8 @@ def output_top(logprobs: Any, index: int, n: int, k: int) -> TopLogprobs:
 
 
 class OpenAIEngine:
+    replay_per_position = False
+
     kind = "openai"
 
     def __init__(

@@ -1,6 +1,6 @@
 """SGLang's native HTTP API (``/generate``, ``/flush_cache``, ``/server_info``, ``/health_generate``).
 
-Facts (REFERENCE.md): batches are sent as 2-D ``input_ids`` with per-request ``sampling_params``; the answer
+Facts of SGLang's API: batches are sent as 2-D ``input_ids`` with per-request ``sampling_params``; the answer
 is a list in request order; ``/flush_cache`` answers 400 while requests are running or waiting;
 ``/server_info`` is ``/get_server_info`` on older builds.
 """
@@ -16,7 +16,7 @@ import httpx
 
 from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo
 from precisionbot.engines.http import HttpClient, error_message
-from precisionbot.engines.validate import parse_batch
+from precisionbot.engines.sglang_parse import parse_batch
 from precisionbot.errors import EngineError
 
 
@@ -41,6 +41,8 @@ def _sampling_params(r: GenerateRequest) -> dict[str, Any]:
 
 class SGLangEngine:
     """Client of an SGLang-compatible server (SGLang itself, or the builtin engine's server)."""
+
+    replay_per_position = False
 
     def __init__(
         self,

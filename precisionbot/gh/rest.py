@@ -7,12 +7,13 @@ idempotent (``sticky.upsert_comment`` looks for its marker first and removes dup
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from precisionbot.errors import GitHubError
-from precisionbot.gh.api import Comment, IssueEvent, PullInfo, effective_permission
+from precisionbot.gh.api import Comment, IssueEvent, PullInfo, Review, effective_permission
 
 T = TypeVar("T")
 
@@ -106,7 +107,6 @@ class RestGitHub:
         return str(data["commit"]["sha"])
 
     def open_pulls(self, head: str) -> list[PullInfo]:
-        import urllib.parse
 
         query = urllib.parse.urlencode({"state": "open", "head": head, "per_page": 100})
         data = self._get(f"GET pulls?head={head}", f"/pulls?{query}")
@@ -131,8 +131,22 @@ class RestGitHub:
                 return
             page += 1
 
+    def reviews(self, number: int) -> Iterator[Review]:
+        page = 1
+        while True:
+            call = f"GET pulls/{number}/reviews page {page}"
+            data = self._get(call, f"/pulls/{number}/reviews?per_page=100&page={page}") or []
+            for item in data:
+                yield Review(
+                    user=str((item.get("user") or {}).get("login", "")),
+                    state=str(item.get("state", "")).upper(),
+                    commit_id=str(item.get("commit_id") or ""),
+                )
+            if len(data) < 100:
+                return
+            page += 1
+
     def permission(self, user: str) -> str:
-        import urllib.parse
 
         path = f"/collaborators/{urllib.parse.quote(user, safe='')}/permission"
         data = self._get(f"GET collaborators/{user}/permission", path)
