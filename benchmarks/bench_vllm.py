@@ -21,7 +21,7 @@ from pathlib import Path
 
 from precisionbot.checks import run_suite
 from precisionbot.config import Config
-from precisionbot.config_fields import parse_int_range
+from precisionbot.config.fields import parse_int_range
 from precisionbot.engines.vllm import VLLMEngine
 from tests.support.vllm import install, vllm_server
 
