@@ -56,6 +56,7 @@ def main() -> None:
     print("| model | check | verdict | hits | mean_k3 | max k3 |")
     print("| --- | --- | --- | ---: | ---: | ---: |")
     costs = []
+    notes = []
     with tempfile.TemporaryDirectory() as tmp:
         for label in args.models.split(","):
             arch, server_args = MODELS[label]
@@ -71,6 +72,10 @@ def main() -> None:
                 hits = "" if r.cache is None else f"{r.cache.kept}/{r.cache.total}"
                 mean, worst = r.stats.get("mean_k3", float("nan")), r.stats.get("max", float("nan"))
                 print(f"| {label} | {r.name} | {r.verdict.value} | {hits} | {mean:.2g} | {worst:.2g} |", flush=True)
+                if r.verdict.value != "pass":
+                    notes.append(f"{label} {r.name}: " + "; ".join(r.reasons))
+    for note in notes:
+        print(f"\n* {note}")
     print("\n| model | server start-up, s | checks, s | block_size |")
     print("| --- | ---: | ---: | ---: |")
     for label, started, seconds, block in costs:
