@@ -147,12 +147,16 @@ def test_golden_passes_fp32_and_fails_a_bf16_pr(vllm: VLLMInstall, llama_url: st
 
 
 def test_batch_invariance_runs_against_vllm(llama_url: str, tmp_path: Path) -> None:
+    """Solo vs batches of 4 and 16 co-resident sequences. vLLM's CPU build is not batch-invariant in fp32 at
+    SGLang's 1e-5 rule (measured: 1.43e-5 at a decode step, no flips), so a FAIL must name the batch sizes."""
     out = tmp_path / "out"
     argv = ["check", "--engine-url", llama_url, "--engine-kind", "vllm", "--checks", "batch_invariance"]
     code = main([*argv, "--out", str(out), *SMALL])
     check = _checks(_result(out))["batch_invariance"]
     assert check["verdict"] in ("pass", "fail"), check
     assert code == (0 if check["verdict"] == "pass" else 1)
+    for reason in check["reasons"] if check["verdict"] == "fail" else ():
+        assert "differs from solo" in str(reason) and "0 top-1 flips" in str(reason), reason
 
 
 def test_sliding_window_model_helpers_pass(
