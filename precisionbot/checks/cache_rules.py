@@ -12,6 +12,9 @@ served from its cache:
 
 The rules are chosen from ``/server_info`` by SGLang's own field names (``page_size``,
 ``uses_mamba_radix_cache`` / ``mamba_ssm_dtype``, ``mamba_track_interval``, ``mamba_cache_chunk_size``).
+A vLLM server (``prefix_cache_rules: vllm`` in the client's server info) caches whole blocks of
+``block_size`` of the tokens it computed: a warmed prefix hits its whole blocks, a later turn the whole blocks
+of the previous turn's input + output - 1.
 """
 
 from __future__ import annotations
@@ -36,13 +39,15 @@ class CacheRules:
     """Which expectation applies, with its parameters; ``prefill``/``decode`` return None or the violation."""
 
     kind: str
-    """``radix`` or ``mamba``."""
+    """``radix``, ``mamba`` (SGLang) or ``vllm`` (vLLM's block-granular prefix cache)."""
     page_size: int = 1
     chunk_size: int = MAMBA_CHUNK
     track_interval: int = SGLANG_MAMBA_TRACK_INTERVAL
     checkpoint_lag: int = 0
 
     def describe(self) -> str:
+        if self.kind == "vllm":
+            return f"vLLM's prefix-cache rules (whole blocks of block_size {self.page_size})"
         if self.kind == "mamba":
             return (
                 f"SGLang's mamba rules (chunk {self.chunk_size}, track interval {self.track_interval}, "
@@ -52,6 +57,10 @@ class CacheRules:
 
     def prefill(self, actual: int, prefix_len: int) -> str | None:
         """After warming ``prefix_len`` tokens, the first turn's ``cached_tokens``."""
+        if self.kind == "vllm":
+            # The warm-up computed all prefix_len tokens; only whole blocks are cached.
+            expected = prefix_len // self.page_size * self.page_size
+            return None if actual == expected else f"expected cached_tokens={expected}, got {actual}"
         if self.kind == "mamba":
             upper = prefix_len // self.chunk_size * self.chunk_size
             lower = max(0, upper - self.chunk_size)
@@ -60,6 +69,12 @@ class CacheRules:
 
     def decode(self, actual: int, history_len: int, output_len: int) -> str | None:
         """A later turn's ``cached_tokens``, given the previous turn's input and output lengths."""
+        if self.kind == "vllm":
+            # A turn stopped by length never computed its last token's KV (a prefill-only turn still samples
+            # one token); of what was computed, whole blocks are cached.
+            computed = history_len + max(output_len, 1) - 1
+            expected = computed // self.page_size * self.page_size
+            return None if actual == expected else f"expected cached_tokens={expected}, got {actual}"
         if self.kind == "mamba":
             if output_len <= 0:
                 expected = history_len
@@ -84,6 +99,8 @@ def uses_mamba_cache(raw: Mapping[str, Any]) -> bool:
 def rules_for(raw: Mapping[str, Any], checkpoint_lag: int = 0) -> CacheRules:
     """The rules a server's ``/server_info`` calls for (a missing ``page_size`` means 1, as SGLang's default)."""
     page = _int(raw, "page_size", 1)
+    if raw.get("prefix_cache_rules") == "vllm":
+        return CacheRules(kind="vllm", page_size=_int(raw, "block_size", page))
     if uses_mamba_cache(raw):
         return CacheRules(
             kind="mamba",

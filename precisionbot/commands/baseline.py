@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
         "--engine", choices=("builtin", "launch"), help="builtin: in-process; launch: engine.launch from the config"
     )
     rec.add_argument(
-        "--engine-kind", choices=("sglang", "openai", "builtin", "llamacpp"), help="client for --engine-url"
+        "--engine-kind", choices=("sglang", "vllm", "openai", "builtin", "llamacpp"), help="client for --engine-url"
     )
     rec.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
     rec.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")

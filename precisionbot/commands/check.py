@@ -61,7 +61,9 @@ def register(subparsers: Any) -> None:
         choices=("builtin", "launch"),
         help="builtin: the builtin reference engine in-process; launch: start engine.launch from the config",
     )
-    p.add_argument("--engine-kind", choices=("sglang", "openai", "builtin", "llamacpp"), help="client for --engine-url")
+    p.add_argument(
+        "--engine-kind", choices=("sglang", "vllm", "openai", "builtin", "llamacpp"), help="client for --engine-url"
+    )
     p.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
     p.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")
     add_engine_flags(p)
@@ -255,6 +257,10 @@ def _client(kind: str, url: str, common: dict[str, Any]) -> Iterator[Any]:
         from precisionbot.engines.openai import OpenAIEngine
 
         engine: Any = OpenAIEngine(url, **common)
+    elif kind == "vllm":
+        from precisionbot.engines.vllm import VLLMEngine
+
+        engine = VLLMEngine(url, **common)
     elif kind == "llamacpp":
         from precisionbot.engines.llamacpp import LlamaCppEngine
 
