@@ -220,7 +220,7 @@ def noise_reference(cache: CheckResult, match: CheckResult | None) -> tuple[floa
     c = cache.stats.get(NOCACHE_STAT)
     found = [
         (float(v), label)
-        for v, label in ((m, "match's"), (c, "the same requests without the cache's"))
+        for v, label in ((m, "match's"), (c, "the no-cache control's"))
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     ]
     if not found:
