@@ -128,7 +128,8 @@ def _nocache_control(
 ) -> tuple[float | None, int]:
     """The same restarts without a cache: (their mean k3 against the baselines, how many still hit a cache).
 
-    One restart per prefix per call, each call after a flush, so no restart can reuse another's prefix.
+    One restart per prefix per call, each call after a flush, so no restart can reuse another's prefix; one
+    that reports a hit anyway is left out, so the control never carries a cache bug into the noise it sets.
     """
     ctx.progress.phase(f"{NAME}: {len(plan)} restarts without the cache (noise control)")
     rounds: dict[int, list[int]] = defaultdict(list)
@@ -145,7 +146,9 @@ def _nocache_control(
         gens = ctx.engine.generate([reqs[r] for r in members], progress=ctx.progress.advance)
         for r, g in zip(members, gens, strict=True):
             j, c = plan[r]
-            hits += g.cached_tokens > 0
+            if g.cached_tokens > 0:  # it touched a cache after all (prefixes sharing pages): not a control
+                hits += 1
+                continue
             record(obs, r, j, len(prefixes[j]) + c, g, base[j].output_ids[c:])
     rows = _pairs(obs)
     aligned = [a for a in (_aligned(r, x) for r, x in sorted(rows.items())) if len(a.position)]
