@@ -165,6 +165,6 @@ def explain_decode_miss(rules: CacheRules, prompt_lens: Sequence[int], output_le
     return (
         f"the server {_unit(rules, 'decode')}: {output_len} new tokens cross one past the prompt in only "
         f"{hits(output_len)} of {n} prompts; --max-new-tokens {enough} or more would let more than half reuse "
-        f"decoded tokens ({step + 2} or more: every prompt)"
+        f"decoded tokens, {step + 2} or more every prompt"
         + (" (or a smaller mamba_track_interval)" if rules.kind == "mamba" else "")
     )

@@ -441,7 +441,7 @@ def _run_grid(args: argparse.Namespace) -> int:
         print(calibrate_grid.render_grid(clean, MAY_FAIL))
         if floors:
             print()
-            print(calibrate_grid.render_floors(floors))
+            print(calibrate_grid.render_floors(floors, grid[0] if grid else None))
         fails = sum(c["fail"] for c in alarms.values())
         print(f"\nfalse alarms: {fails} FAIL verdicts in {len(clean)} clean runs; {wall:.0f} s wall")
     return 1 if any(c["fail"] for c in alarms.values()) else 0

@@ -196,10 +196,13 @@ def render_grid(runs: Sequence[CleanRun], may_fail: Mapping[str, Sequence[str]])
     return "\n".join(lines)
 
 
-def render_floors(floors: Mapping[str, tuple[Sequence[str], Cell | None, str]]) -> str:
-    """Per bug fault: the checks that must catch it and the cheapest size at which they all did."""
+def render_floors(floors: Mapping[str, tuple[Sequence[str], Cell | None, str]], smallest: Cell | None = None) -> str:
+    """Per bug fault: the checks that must catch it and the cheapest size at which they all did (at the grid's
+    smallest size the true floor may be lower: the grid says so)."""
     lines = ["| fault | must catch (on the grid) | detection floor |", "| --- | --- | --- |"]
     for fault, (checks, cell, note) in floors.items():
         where = note or ("not caught on this grid" if cell is None else cell.label)
+        if cell is not None and cell == smallest:
+            where += " (the grid's smallest size: may be lower)"
         lines.append(f"| {fault} | {', '.join(checks) or '-'} | {where} |")
     return "\n".join(lines)

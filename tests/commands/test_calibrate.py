@@ -88,7 +88,10 @@ def test_grid_on_a_tiny_grid_has_no_false_alarm_and_finds_a_floor(
     assert "| decode_cache_hit | 2 | 1 | 1 | 0 |" in out
     assert "| cache_consistency | 2 | 2 | 0 | 0 |" in out
     assert "page_size 16" in out and "--max-new-tokens 15 or more" in out  # the inconclusive reason names the size
-    assert "| restore-stale-page | prefill_cache_hit | 4 × 8 new, prompts ~64, single, cc small |" in out
+    assert (
+        "| restore-stale-page | prefill_cache_hit | 4 × 8 new, prompts ~64, single, cc small (the grid's smallest"
+        in out
+    )
     assert "false alarms: 0 FAIL verdicts in 2 clean runs" in out
 
 
