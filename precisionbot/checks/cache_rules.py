@@ -119,17 +119,13 @@ def decode_reach(rules: CacheRules, prompt_len: int, output_len: int) -> int:
 
 
 def _unit(rules: CacheRules, phase: str) -> str:
-    if rules.kind == "mamba":
-        key, n = (
-            ("mamba_cache_chunk_size", rules.chunk_size)
-            if phase == "prefill"
-            else (
-                "mamba_track_interval",
-                rules.track_interval,
-            )
-        )
-        return f"keeps the recurrent state every {n} tokens ({key} {n}), and a hit resumes at such a checkpoint"
-    return f"caches whole pages of {rules.page_size} tokens (page_size {rules.page_size})"
+    """What the server keeps, in its own setting's words (the prefill and decode rules read different ones)."""
+    if rules.kind == "radix":
+        return f"caches whole pages of {rules.page_size} tokens (page_size {rules.page_size})"
+    key, n = ("mamba_cache_chunk_size", rules.chunk_size)
+    if phase == "decode":
+        key, n = ("mamba_track_interval", rules.track_interval)
+    return f"keeps the recurrent state every {n} tokens ({key} {n}), and a hit resumes at such a checkpoint"
 
 
 def explain_prefill_miss(rules: CacheRules, prompt_lens: Sequence[int]) -> str | None:
