@@ -19,7 +19,7 @@ of the previous turn's input + output - 1.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,3 +119,65 @@ def interleave_order(n: int, branches: int) -> list[int] | None:
     groups = n // branches
     order = [g * branches + b for b in range(branches) for g in range(groups)]
     return order + list(range(groups * branches, n))
+
+
+def prefill_reach(rules: CacheRules, prompt_len: int) -> int:
+    """The most prompt tokens a warmed prompt can serve from the cache: the last checkpoint (mamba) or whole
+    page (radix) strictly before its last token, which is always computed."""
+    step = rules.chunk_size if rules.kind == "mamba" else rules.page_size
+    return max(0, prompt_len - 1) // step * step
+
+
+def decode_reach(rules: CacheRules, prompt_len: int, output_len: int) -> int:
+    """The most tokens of turn 1 (prompt + output) a turn 2 can serve from the cache: the last checkpoint or
+    whole page at or before turn 1's last computed token (its last output token is never computed)."""
+    step = rules.track_interval if rules.kind == "mamba" else rules.page_size
+    return max(0, prompt_len + output_len - 1) // step * step
+
+
+def _unit(rules: CacheRules, phase: str) -> str:
+    """What the server keeps, in its own setting's words (the prefill and decode rules read different ones)."""
+    if rules.kind == "radix":
+        return f"caches whole pages of {rules.page_size} tokens (page_size {rules.page_size})"
+    key, n = ("mamba_cache_chunk_size", rules.chunk_size)
+    if phase == "decode":
+        key, n = ("mamba_track_interval", rules.track_interval)
+    return f"keeps the recurrent state every {n} tokens ({key} {n}), and a hit resumes at such a checkpoint"
+
+
+def explain_prefill_miss(rules: CacheRules, prompt_lens: Sequence[int]) -> str | None:
+    """Why warmed prompts cannot hit, from the server's configuration, and the prompt length that would; None when
+    the configuration lets more than half of them hit (then the miss is the cache's own)."""
+    n = len(prompt_lens)
+    hits = sum(prefill_reach(rules, p) > 0 for p in prompt_lens)
+    if not n or hits > n // 2:
+        return None
+    step = rules.chunk_size if rules.kind == "mamba" else rules.page_size
+    return (
+        f"the server {_unit(rules, 'prefill')}: {hits} of {n} prompts are longer than one such step; "
+        f"prompts of {step + 1} tokens or more (--prompt-tokens {step + 1}) would hit"
+    )
+
+
+def explain_decode_miss(rules: CacheRules, prompt_lens: Sequence[int], output_len: int) -> str | None:
+    """Why turn 2 cannot reuse turn 1's decoded tokens, from the server's configuration, with the number of new
+    tokens that would let more than half of the prompts; None when the configuration is not the cause.
+
+    A hit reaches past turn 1's prompt only when a checkpoint (or a whole page) lies between the prompt's end
+    and turn 1's last computed token (SGLang's decode rule), so short generations never can.
+    """
+    n = len(prompt_lens)
+
+    def hits(new: int) -> int:
+        return sum(decode_reach(rules, p, new) > p + 1 for p in prompt_lens)
+
+    if not n or hits(output_len) > n // 2:
+        return None
+    step = rules.track_interval if rules.kind == "mamba" else rules.page_size
+    enough = next(m for m in range(max(1, output_len), output_len + 2 * step + 3) if hits(m) > n // 2)
+    return (
+        f"the server {_unit(rules, 'decode')}: {output_len} new tokens cross one past the prompt in only "
+        f"{hits(output_len)} of {n} prompts; --max-new-tokens {enough} or more would let more than half reuse "
+        f"decoded tokens, {step + 2} or more every prompt"
+        + (" (or a smaller mamba_track_interval)" if rules.kind == "mamba" else "")
+    )

@@ -43,10 +43,9 @@ def run_one(ctx: CheckContext, name: str) -> CheckOutput:
 
 
 def relate_to_match(outputs: list[CheckOutput], limits: ThresholdSet) -> list[CheckOutput]:
-    """Apply the cache-vs-match rule when ``match`` ran in the same run."""
+    """Apply the cache-vs-match rule when ``match`` ran in the same run or the check measured its own no-cache
+    control (``checks.score.noise_reference``)."""
     match = next((o.result for o in outputs if o.result.name == "match"), None)
-    if match is None:
-        return outputs
     return [
         dataclasses.replace(o, result=judge_against_match(o.result, match, limits))
         if o.result.name in JUDGED_AGAINST_MATCH

@@ -21,6 +21,7 @@ from typing import Any
 
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.flags import given as builtin_flags_given
+from precisionbot.commands.calibrate_grid import floor_warnings
 from precisionbot.commands.store_option import add_store_option
 from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config_or_default
 from precisionbot.config.fields import parse_int_range
@@ -287,6 +288,9 @@ def run(args: argparse.Namespace) -> int:
     profile = args.profile or config.thresholds.profile
     model = _model(config, args)
     out = Path(args.out)
+    if not args.quiet:
+        for warning in floor_warnings(suite):
+            print(f"precisionbot: warning: {warning}", file=sys.stderr)
     store = open_store(args.baseline_store or config.baselines.store)
     records: dict[str, Any] = {}
     started = False
