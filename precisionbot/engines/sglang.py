@@ -144,7 +144,7 @@ class SGLangEngine:
         what = "/generate (tokenize corpus text)"
         content = self.http.content_call("POST", "/generate", json=body, what=what)
         with jsoncodec.gc_paused():
-            ids, latency = parse_token_ids(decode_answer(content, what), len(chunk), first_index)
+            ids, latency = parse_token_ids(decode_answer(content, what, texts=False), len(chunk), first_index)
         self.engine_time_s += latency
         return ids
 

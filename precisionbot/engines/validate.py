@@ -29,37 +29,59 @@ from precisionbot.errors import EngineError
 
 
 class _Entry(msgspec.Struct, array_like=True, gc=False):
-    """One ``[logprob, token_id, text]`` entry, typed: msgspec rejects a string, bool or float id in C."""
+    """One ``[logprob, token_id, ...]`` entry, typed: msgspec rejects a string, bool or float id in C. Elements
+    after the id (the text) are skipped without creating a string: the text is only kept where a request
+    asked for it (``_TextEntry``), and never for top-k rows (nothing shows them)."""
 
+    logprob: float | None
+    token_id: int
+
+
+class _TextEntry(msgspec.Struct, array_like=True, gc=False):
     logprob: float | None
     token_id: int
     text: str | None = None
 
 
-class _Meta(msgspec.Struct, gc=False):
-    prompt_tokens: Any = None
-    completion_tokens: Any = None
-    cached_tokens: Any = None
-    e2e_latency: Any = None
-    input_token_logprobs: list[_Entry] | None = None
-    output_token_logprobs: list[_Entry] | None = None
-    input_top_logprobs: list[list[_Entry] | None] | None = None
-    output_top_logprobs: list[list[_Entry] | None] | None = None
+def _answer_type(entry: type) -> Any:
+    meta = msgspec.defstruct(
+        "_Meta",
+        [
+            ("prompt_tokens", Any, None),
+            ("completion_tokens", Any, None),
+            ("cached_tokens", Any, None),
+            ("e2e_latency", Any, None),
+            ("input_token_logprobs", list[entry] | None, None),  # type: ignore[valid-type]
+            ("output_token_logprobs", list[entry] | None, None),  # type: ignore[valid-type]
+            ("input_top_logprobs", list[list[_Entry] | None] | None, None),
+            ("output_top_logprobs", list[list[_Entry] | None] | None, None),
+        ],
+        gc=False,
+    )
+    answer = msgspec.defstruct("_Answer", [("meta_info", meta), ("output_ids", Any, None)], gc=False)
+    return answer
 
 
-class _Answer(msgspec.Struct, gc=False):
-    meta_info: _Meta
-    output_ids: Any = None
+_ANSWER = {False: _answer_type(_Entry), True: _answer_type(_TextEntry)}
+_DECODERS = {text: msgspec.json.Decoder(list[a] | a) for text, a in _ANSWER.items()}  # type: ignore[valid-type]
+_TYPED = (_Entry, _TextEntry)
+_META_FIELDS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "e2e_latency",
+    "input_token_logprobs",
+    "output_token_logprobs",
+    "input_top_logprobs",
+    "output_top_logprobs",
+)
 
 
-_DECODER = msgspec.json.Decoder(list[_Answer] | _Answer)
-_META_FIELDS = _Meta.__struct_fields__
-
-
-def decode_answer(content: bytes, what: str) -> Any:
-    """A ``/generate`` answer: typed entries when it has the usual shape, plain JSON values otherwise."""
+def decode_answer(content: bytes, what: str, texts: bool = True) -> Any:
+    """A ``/generate`` answer: typed entries when it has the usual shape, plain JSON values otherwise.
+    ``texts=False`` skips the token texts (nothing asked for them)."""
     try:
-        return _DECODER.decode(content)
+        return _DECODERS[texts].decode(content)
     except msgspec.DecodeError:  # not the usual shape (or not strict JSON): the general path explains it
         return jsoncodec.decode(content, what)
 
@@ -67,7 +89,7 @@ def decode_answer(content: bytes, what: str) -> Any:
 def _plain(answer: Any) -> Any:
     """A typed answer as the mapping the validation reads (entries stay typed; fields the engine left out
     read as null, as they would from a mapping)."""
-    if not isinstance(answer, _Answer):
+    if not isinstance(answer, (_ANSWER[False], _ANSWER[True])):
         return answer
     m = answer.meta_info
     return {"meta_info": {f: getattr(m, f) for f in _META_FIELDS}, "output_ids": answer.output_ids}
@@ -75,7 +97,7 @@ def _plain(answer: Any) -> Any:
 
 def _as_lists(raw: list[Any]) -> list[Any]:
     """Typed entries back as ``[logprob, token_id, text]`` lists, for the entry-by-entry path."""
-    return [[e.logprob, e.token_id, e.text] if isinstance(e, _Entry) else e for e in raw]
+    return [[e.logprob, e.token_id, getattr(e, "text", None)] if isinstance(e, _TYPED) else e for e in raw]
 
 
 def _fail(index: int, field: str, problem: str) -> EngineError:
@@ -119,7 +141,7 @@ def _entries(
         raise _fail(index, field, f"is missing or not a list (got {type(raw).__name__})")
     if len(raw) != expected:
         raise _fail(index, field, f"has {len(raw)} entries, expected {expected}")
-    if raw and type(raw[0]) is _Entry:
+    if raw and isinstance(raw[0], _TYPED):
         typed = _typed_columns(raw, first_may_be_none, want_text)
         if typed is not None:
             return typed
@@ -167,13 +189,15 @@ def _checked(
 
 
 def _typed_columns(
-    raw: list[_Entry], first_may_be_none: bool, want_text: bool
+    raw: list[Any], first_may_be_none: bool, want_text: bool
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], tuple[str | None, ...]] | None:
     """Typed entries (types already checked by msgspec) as columns; None = use the slow path."""
     arrays = _checked([e.logprob for e in raw], [e.token_id for e in raw], first_may_be_none)
     if arrays is None:
         return None
-    return arrays[0], arrays[1], tuple([e.text for e in raw]) if want_text else ()
+    if want_text and type(raw[0]) is _TextEntry:
+        return arrays[0], arrays[1], tuple([e.text for e in raw])
+    return arrays[0], arrays[1], (None,) * len(raw) if want_text else ()
 
 
 def _entries_fast(
@@ -202,7 +226,7 @@ def _entries_fast(
 
 def _empty_top_row(row: Any) -> bool:
     """Position 0 has no prediction: its top-k row is null or entries with null logprobs."""
-    if isinstance(row, list) and row and isinstance(row[0], _Entry):
+    if isinstance(row, list) and row and isinstance(row[0], _TYPED):
         return all(e.logprob is None for e in row)
     return row is None or (isinstance(row, list) and all(isinstance(e, list) and e and e[0] is None for e in row))
 
@@ -228,7 +252,7 @@ def _top(raw: Any, index: int, field: str, expected: int, k: int, first_may_be_n
     rows = raw[head:]
     if not rows or (set(map(type, rows)) == {list} and set(map(len, rows)) == {k}):
         flat = list(itertools.chain.from_iterable(rows))
-        if flat and type(flat[0]) is _Entry:
+        if flat and isinstance(flat[0], _TYPED):
             columns = _checked([e.logprob for e in flat], [e.token_id for e in flat], False)
         else:
             fast = _entries_fast(flat, False)
@@ -345,7 +369,11 @@ def parse_batch_bytes(
 ) -> list[Generation]:
     """``parse_batch`` of an answer's bytes: the typed decode when it has the usual shape (see the module)."""
     with jsoncodec.gc_paused():
-        return parse_batch(decode_answer(content, what), requests, first_index)
+        answer = decode_answer(content, what, texts=any(r.return_text for r in requests))
+        generations = parse_batch(answer, requests, first_index)
+        # Freed while the collector is still off, so it never scans the decoded entries on its way out.
+        del answer
+    return generations
 
 
 def parse_token_ids(answer: Any, count: int, first_index: int) -> tuple[list[tuple[int, ...]], float]:
@@ -364,7 +392,7 @@ def parse_token_ids(answer: Any, count: int, first_index: int) -> tuple[list[tup
         entries = meta.get("input_token_logprobs") if isinstance(meta, Mapping) else None
         if not isinstance(entries, list) or not entries:
             raise EngineError(f"tokenize: answer {first_index + i} has no meta_info.input_token_logprobs")
-        if type(entries[0]) is _Entry:
+        if isinstance(entries[0], _TYPED):
             ids = tuple([e.token_id for e in entries])
         else:
             try:
