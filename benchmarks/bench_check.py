@@ -17,7 +17,7 @@ import time
 
 from precisionbot.checks import run_suite
 from precisionbot.config import Config
-from precisionbot.config_fields import parse_int_range
+from precisionbot.config.fields import parse_int_range
 from precisionbot.engines.builtin import BuiltinEngine
 
 

@@ -45,8 +45,9 @@ from replay_engine import Recording, RecordingTransport
 from precisionbot import corpus
 from precisionbot.checks import run_suite
 from precisionbot.checks.golden import compare_golden, golden_target, record_golden
-from precisionbot.config import CONSISTENCY_CHECKS, Config, GoldenOptions, GoldenThresholds
+from precisionbot.config import Config, GoldenOptions, GoldenThresholds
 from precisionbot.engines.sglang import SGLangEngine
+from precisionbot.results import CONSISTENCY_CHECKS
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "bench_client"

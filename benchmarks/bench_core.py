@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from precisionbot import metrics
-from precisionbot.divergence import sample_shapes
+from precisionbot.metrics.onset import sample_shapes
 
 
 def measure(fn: Callable[[], Any], repeat: int) -> tuple[float, int]:

@@ -24,11 +24,11 @@ import numpy as np
 from precisionbot.config import load_config
 from precisionbot.errors import ConfigError
 from precisionbot.report import render_comment
+from precisionbot.report.heat_strip import worst_strips
 from precisionbot.report.load import load_sections
-from precisionbot.report.strip import worst_strips
-from precisionbot.resultdir import write_result
 from precisionbot.results import PositionRecord, RunResult
-from tests.core.test_hostile_fuzz import LAUGHS, forged_run
+from precisionbot.results.directory import write_result
+from tests.test_hostile_fuzz import LAUGHS, forged_run
 
 
 def measure(fn: Callable[[], Any]) -> tuple[float, float, str]:

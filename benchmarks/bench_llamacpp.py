@@ -19,7 +19,7 @@ from pathlib import Path
 
 from precisionbot.checks import run_suite
 from precisionbot.config import Config
-from precisionbot.config_fields import parse_int_range
+from precisionbot.config.fields import parse_int_range
 from precisionbot.engines.llamacpp import LlamaCppEngine
 from tests.support.llamacpp import build, llama_server
 

@@ -6,7 +6,7 @@
 
 ``simulate`` draws per-sample mean k3 from a model with the structure real runs have (a prompt effect shared
 by every run, a whole-run effect, heavy-tailed per-sample noise; all multiplicative) and runs the pure
-``noisestats`` test on clean PR/main pairs (false-alarm rate at each significance) and on PRs whose noise is
+``metrics.rerun_stats`` test on clean PR/main pairs (false-alarm rate at each significance) and on PRs whose noise is
 ``--factor`` times main's (power); then fits thresholds on R clean reruns and counts how often held-out clean
 reruns exceed them.
 
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from precisionbot import noisestats as ns
+from precisionbot.metrics import rerun_stats as ns
 
 
 def _run_model(
@@ -88,11 +88,11 @@ def simulate(args: argparse.Namespace) -> None:
 
 
 def engine(args: argparse.Namespace) -> None:
-    from precisionbot.checks.vs_main import rerun_helpers
-    from precisionbot.config import Config
+    from precisionbot.checks.rerun import rerun_helpers
+    from precisionbot.config import from_mapping
     from precisionbot.engines.builtin import BuiltinEngine
 
-    config = Config.from_mapping(
+    config = from_mapping(
         {
             "suites": {
                 "consistency": {

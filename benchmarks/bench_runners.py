@@ -18,9 +18,9 @@ import boto3
 import pytest
 
 from precisionbot.runners.cloud import Ec2Cloud
+from precisionbot.runners.github_runners import GitHubRunnerRegistry
 from precisionbot.runners.lifecycle import Clock, launch, reap, terminate
-from precisionbot.runners.model import InstanceSpec, RunnerSpec, iso_utc, new_runner_name
-from precisionbot.runners.registry import GitHubRunnerRegistry
+from precisionbot.runners.records import InstanceSpec, RunnerSpec, iso_utc, new_runner_name
 from precisionbot.runners.userdata import render_user_data
 from tests.support.fake_github import FakeGitHub
 from tests.support.moto_server import moto_server

@@ -5,7 +5,8 @@ its parser and sets ``handler`` (a callable ``(argparse.Namespace) -> int``). Co
 dependencies (torch, boto3, PyGithub) inside their handlers so that ``precisionbot github plan`` starts fast
 on a small hosted runner without torch installed.
 
-Exit codes (CONTRACT): 0 pass, 1 fail, 2 inconclusive, 3 our own setup error. Nothing else calls ``sys.exit``.
+Exit codes (stable, docs/architecture.md): 0 pass, 1 fail, 2 inconclusive, 3 our own setup error. Nothing
+else calls ``sys.exit``.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("precisionbot: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        # A bug of ours, not a verdict: one line (CONTRACT: no traceback unless --debug), exit 3, never 0-2.
+        # A bug of ours, not a verdict: one line (no traceback unless --debug), exit 3, never 0-2.
         if args.debug:
             traceback.print_exc()
         print(

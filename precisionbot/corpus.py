@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from precisionbot.capped import TooLarge, read_capped
 from precisionbot.errors import DataError, EngineError
+from precisionbot.untrusted import TooLarge, read_capped
 
 Tokenize = Callable[[Sequence[str]], list[tuple[int, ...]]]
 MIN_CODE_CHARS = 4000

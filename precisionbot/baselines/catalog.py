@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy.typing as npt
 
+from precisionbot.baselines.golden_record import GOLDEN_ARRAYS, GoldenRecord
 from precisionbot.baselines.record import (
     LABELS,
     META_NAME,
@@ -121,3 +122,11 @@ def load_arrays(store: Store, meta: RunMeta, name: str) -> dict[str, npt.NDArray
             f"{info.get('bytes')} recorded): corrupt or truncated; re-record the baseline"
         )
     return decode_arrays(data, key)
+
+
+def load_golden(store: Store, meta: RunMeta) -> GoldenRecord:
+    """A golden run's per-position record (``StoreError`` naming the run when it is not a golden run)."""
+    golden = meta.extra.get("golden")
+    if not isinstance(golden, dict) or "samples" not in golden:
+        raise StoreError(f"run {meta.run_id} in {store.uri} is not a golden run (its meta.json has no golden layout)")
+    return GoldenRecord.from_arrays(golden["samples"], load_arrays(store, meta, GOLDEN_ARRAYS))

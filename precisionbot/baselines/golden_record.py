@@ -22,6 +22,10 @@ import numpy.typing as npt
 PHASES = ("prefill", "decode")
 
 
+GOLDEN_ARRAYS = "golden"
+"""The name of a golden run's arrays in the store (``golden.npz`` beside ``meta.json``)."""
+
+
 @dataclass(frozen=True)
 class GoldenSample:
     phase: str

@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from precisionbot.baselines.catalog import list_runs
-from precisionbot.baselines.compare import LayoutMismatch, compare_records
+from precisionbot.baselines.catalog import list_runs, load_golden
+from precisionbot.baselines.golden_compare import LayoutMismatch, compare_records
 from precisionbot.baselines.golden_record import GoldenRecord
-from precisionbot.baselines.helpers import HelperRuns, load_helpers
+from precisionbot.baselines.helper_reruns import HelperRuns, load_helpers
 from precisionbot.baselines.record import RunMeta
 from precisionbot.baselines.store import Store
-from precisionbot.config import CONSISTENCY_CHECKS
+from precisionbot.fmt import plain
+from precisionbot.results import CONSISTENCY_CHECKS
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,6 @@ def _finite(value: Any) -> Any:
 
 
 def _golden(store: Store, meta: RunMeta) -> GoldenRecord | None:
-    from precisionbot.checks.golden import load_golden
 
     return load_golden(store, meta) if isinstance(meta.extra.get("golden"), dict) else None
 
@@ -157,6 +157,5 @@ def _g(d: dict[str, float] | None, key: str) -> str:
 
 
 def _fmt(x: float) -> str:
-    from precisionbot.fmt import plain
 
     return "-" if math.isnan(x) else plain(x)

@@ -19,7 +19,7 @@ __all__ = ["FAULT_NAMES", "BuiltinServer", "EngineOptions", "Fault", "parse_faul
 
 def __getattr__(name: str) -> Any:
     if name == "BuiltinServer":
-        from precisionbot.builtin.server import BuiltinServer
+        from precisionbot.builtin.server import BuiltinServer  # noqa: PLC0415 (torch only on first use)
 
         return BuiltinServer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

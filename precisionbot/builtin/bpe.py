@@ -16,6 +16,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import tokenizers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
 from precisionbot.builtin.training_text import training_digest, training_documents
 
 BPE_VOCAB_SIZE = 4096
@@ -38,7 +41,6 @@ class BpeVocab:
     """A trained byte-level BPE as a ``Vocab`` (tokenizer.py). Token ids 0 and 1 are BOS and EOS."""
 
     def __init__(self, serialized: str) -> None:
-        from tokenizers import Tokenizer
 
         self.serialized = serialized
         self._tok = Tokenizer.from_str(serialized)
@@ -64,8 +66,6 @@ class BpeVocab:
 
 def train_bpe(vocab_size: int = BPE_VOCAB_SIZE) -> str:
     """Train the BPE on the training text; returns the tokenizer's JSON. Deterministic."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -81,8 +81,6 @@ def train_bpe(vocab_size: int = BPE_VOCAB_SIZE) -> str:
 
 
 def cache_key(vocab_size: int = BPE_VOCAB_SIZE) -> str:
-    import tokenizers
-
     raw = f"{FORMAT}|{vocab_size}|{tokenizers.__version__}|{training_digest()}"
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 

@@ -11,8 +11,8 @@ import time
 import uuid
 from typing import Any
 
-from precisionbot.builtin.api import BadRequest, _int, _sampling, output_text
 from precisionbot.builtin.request import LogprobEntry, LogprobParams, Request
+from precisionbot.builtin.sglang_api import BadRequest, _int, _sampling, output_text
 from precisionbot.builtin.tokenizer import Vocab
 
 MODEL_NAME = "builtin"

@@ -1,4 +1,4 @@
-"""Engine options and the fault catalogue (CONTRACT: "Builtin engine faults").
+"""Engine options and the fault catalogue (docs/builtin-engine.md).
 
 Options are launch arguments, like an SGLang server's: they are reported by ``/server_info`` and two engines
 with different options are different engines (a baseline signature includes them).
@@ -28,7 +28,8 @@ FAULT_NAMES: tuple[str, ...] = (
     "state-mantissa",
     "state-bf16-decode",
 )
-"""Every fault name, in CONTRACT's table order. ``mantissa`` and ``state-mantissa`` take a value (``=N``)."""
+"""Every fault name, in the order of docs/builtin-engine.md's table. ``mantissa`` and ``state-mantissa`` take
+a value (``=N``)."""
 
 HYBRID_ONLY_FAULTS = (
     "mamba-stale-checkpoint",

@@ -11,7 +11,7 @@ Per head, with ``q``, ``k`` L2-normalised, ``beta`` in (0, 1) and a decay ``g`` 
 so the last three inputs are state too (the conv state). Both states are per request; the scheduler stores
 copies every ``mamba_track_interval`` tokens with the radix tree (SGLang's mamba checkpoints).
 
-Two kernels, as on a GPU (seed 003):
+Two kernels, as on a GPU:
 
 * *stepwise* (decode; prefill too under ``--enable-deterministic-inference``): the recurrence above in
   float32, one token at a time; prefill and decode then agree bit for bit;
@@ -22,7 +22,7 @@ Two kernels, as on a GPU (seed 003):
   cut by chunked prefill is continued, not closed, so a prompt's numbers never depend on its batch; decode
   folds an unfinished chunk in before its first step.
 
-Faults: ``state-mantissa=N`` keeps N mantissa bits of S after every update (seed 003's sweep): after each
+Faults: ``state-mantissa=N`` keeps N mantissa bits of S after every update (docs/background.md's sweep): after each
 step in the stepwise kernel, at each chunk's end in the chunkwise one; ``state-bf16-decode`` stores S in bf16
 after each decode step.
 """

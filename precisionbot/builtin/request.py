@@ -1,4 +1,4 @@
-"""One generation request inside the engine: its parameters (validated by api.py) and its progress."""
+"""One generation request inside the engine: its parameters (validated by sglang_api.py) and its progress."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from precisionbot.builtin.kvcache import Node
 from precisionbot.builtin.recurrent import RecurrentState
 
 LogprobEntry = tuple[float | None, int]
-"""(logprob, token id); api.py adds the text."""
+"""(logprob, token id); sglang_api.py adds the text."""
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from collections import deque
 
 import torch
 
-from precisionbot.builtin import restore
 from precisionbot.builtin.kvcache import Node, PageAllocator, RadixCache
 from precisionbot.builtin.model import Model, Segment
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.request import Request
+from precisionbot.builtin.restore import PrefixRestore
 from precisionbot.builtin.sampling import record_input_logprobs, sample_next
 from precisionbot.builtin.swa_cache import SwaMemory
 from precisionbot.builtin.tokenizer import Vocab
@@ -41,6 +41,7 @@ class Scheduler:
             self.swa = SwaMemory(options, swa_allocator, self.cache)
         else:
             self.cache = RadixCache(self.allocator, self.ps)
+        self.restore = PrefixRestore(options, model, self.cache, self.swa, self.ps)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self._wake = threading.Event()
@@ -178,11 +179,11 @@ class Scheduler:
                 return  # wait for running requests to free pages
             self.waiting.popleft()
             req.cached_tokens = len(path) * self.ps
-            req.pages = restore.pages(self, path, self.allocator.alloc(fresh), req)
+            req.pages = self.restore.pages(path, self.allocator.alloc(fresh), req)
             if self.swa is not None:
-                restore.swa_pages(self, req, total_pages)
+                self.restore.swa_pages(req, total_pages)
             if self.options.is_hybrid:
-                req.rstate = restore.state(self, path, req)
+                req.rstate = self.restore.state(path, req)
             req.computed = req.first_computed = req.cached_tokens
             pages = torch.tensor(req.pages, dtype=torch.int64)
             req.slots = (pages[:, None] * self.ps + torch.arange(self.ps)).flatten()
@@ -293,7 +294,7 @@ class Scheduler:
             offer = self.swa.owned(req, keep) if self.swa is not None else None
             adopted, duplicates, swa_duplicates = self.cache.insert(req.seq[: keep * self.ps], pages[:keep], offer)
             if self.options.has_fault("cache-decode-kv-rounded"):
-                restore.round_decode_kv(self, req, adopted)
+                self.restore.round_decode_kv(req, adopted)
             self.allocator.free(duplicates)
             if req.rstate is not None and req.rstate.checkpoints:
                 nodes = self.cache.match(req.seq, keep * self.ps)

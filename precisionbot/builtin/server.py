@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from precisionbot import __version__
-from precisionbot.builtin.api import BadRequest, parse_generate, response
 from precisionbot.builtin.model import Model
 from precisionbot.builtin.openai_api import (
     MODEL_NAME,
@@ -29,6 +28,7 @@ from precisionbot.builtin.openai_api import (
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.request import LogprobParams, Request, SamplingParams
 from precisionbot.builtin.scheduler import Scheduler
+from precisionbot.builtin.sglang_api import BadRequest, parse_generate, response
 from precisionbot.builtin.tokenizer import vocab_for
 from precisionbot.builtin.weights import build_weights
 from precisionbot.errors import EngineStartError
@@ -37,7 +37,7 @@ REQUEST_TIMEOUT_S = 3600.0
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
-class Engine:
+class BuiltinRuntime:
     """Weights, model, KV pool and scheduler for ``options``."""
 
     def __init__(self, options: EngineOptions) -> None:
@@ -113,7 +113,7 @@ def _hybrid_info(o: EngineOptions) -> dict[str, Any]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    engine: Engine
+    engine: BuiltinRuntime
     protocol_version = "HTTP/1.1"
     # Headers and body go out in separate writes: with Nagle on, the client's delayed ACK stalls each
     # answer by ~40 ms (measured: 45 ms per /server_info round trip, 0.4 ms with this set).
@@ -280,12 +280,12 @@ class BuiltinServer:
         self.host = host
         self.port = port
         self.url = ""
-        self._engine: Engine | None = None
+        self._engine: BuiltinRuntime | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> BuiltinServer:
-        engine = Engine(self.options)
+        engine = BuiltinRuntime(self.options)
         handler = type("Handler", (_Handler,), {"engine": engine})
         try:
             httpd = ThreadingHTTPServer((self.host, self.port), handler)

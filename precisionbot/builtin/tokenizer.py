@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from precisionbot.builtin.bpe import load_bpe
+
 BOS_ID = 256
 EOS_ID = 257
 VOCAB_SIZE = 258
@@ -77,7 +79,5 @@ BYTE_VOCAB = ByteVocab()
 def vocab_for(name: str) -> Vocab:
     """The vocabulary called ``name`` (``EngineOptions.vocab``): ``byte`` or ``bpe-4096`` (subwords)."""
     if name == "bpe-4096":
-        from precisionbot.builtin.bpe import load_bpe  # needs the `tokenizers` package (the engine extra)
-
         return load_bpe()
     return BYTE_VOCAB

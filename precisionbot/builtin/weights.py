@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from precisionbot.builtin.bpe import cache_dir, cache_key
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.recurrent import CONV_WIDTH, GdnWeights
 from precisionbot.builtin.tokenizer import VOCAB_SIZE, Vocab, vocab_for
@@ -39,7 +40,7 @@ MLP_OUT_SCALE = 0.05
 """Scales of the attention and MLP outputs added to the residual stream (relative to the bigram part)."""
 
 # The heads (4 query heads over 2 KV heads by default). Tuned together so that each fault is caught by the
-# check CONTRACT names and the harmless variants pass (figures in docs/builtin-engine.md).
+# check docs/builtin-engine.md names and the harmless variants pass (figures in docs/builtin-engine.md).
 BROAD_QK_SCALE = 1.0
 BROAD_OUT_GAIN = 3.0
 """The query heads of the first KV group attend broadly (P spread over the whole context, a bag of context
@@ -221,8 +222,6 @@ def _bigram_factors(vocab: Vocab, rank: int) -> tuple[torch.Tensor, torch.Tensor
     The subword table's factors take seconds to compute, so they are cached on disk next to the vocabulary."""
     path = None
     if vocab.size > 1024:
-        from precisionbot.builtin.bpe import cache_dir, cache_key
-
         tag = f"{cache_key(vocab.size)}-{rank}-{SUBWORD_SHARPNESS}-{SUBWORD_SMOOTHING}-{torch.__version__}"
         path = cache_dir() / f"bigram-{vocab.name}-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.pt"
         try:

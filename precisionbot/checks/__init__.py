@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from precisionbot.checks.compare import CheckOutput
 from precisionbot.checks.context import CheckContext
-from precisionbot.checks.runner import CheckRun, run_checks, run_suite
+from precisionbot.checks.score import CheckOutput
+from precisionbot.checks.suite import CheckRun, run_suite
 
-__all__ = ["CheckContext", "CheckOutput", "CheckRun", "run_checks", "run_suite"]
+__all__ = ["CheckContext", "CheckOutput", "CheckRun", "run_suite"]

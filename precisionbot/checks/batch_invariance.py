@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from precisionbot import metrics
-from precisionbot.checks.compare import CheckOutput
 from precisionbot.checks.context import CheckContext
+from precisionbot.checks.score import CheckOutput
 from precisionbot.engines.base import Engine, GenerateRequest, Generation
 from precisionbot.errors import EngineError
 from precisionbot.results import CheckResult, PositionRecord, Verdict, WorstPosition

@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from precisionbot.checks.compare import AlignedSample, CheckOutput, compare
 from precisionbot.checks.context import CheckContext
+from precisionbot.checks.score import AlignedSample, CheckOutput, compare
 from precisionbot.engines.base import GenerateRequest, Generation
 from precisionbot.fmt import plain as _fmt
 from precisionbot.results import CheckResult, Verdict

@@ -1,4 +1,4 @@
-"""The three consistency helpers, with SGLang ``kl_test_utils.py`` semantics (REFERENCE.md), plus tails.
+"""The three consistency helpers, with SGLang ``kl_test_utils.py`` semantics, plus tails.
 
 This module is their single-turn shape (``turns: 1``, ``branches: 1``); ``checks.multiturn`` runs the
 multi-turn, branching shape of ``kl_multiturn_utils.py`` on the same generation and replay code.
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from precisionbot.checks.compare import AlignedSample, CheckOutput, compare
 from precisionbot.checks.context import CheckContext
+from precisionbot.checks.score import AlignedSample, CheckOutput, compare
 from precisionbot.engines.base import GenerateRequest, Generation
 from precisionbot.errors import EngineError
 from precisionbot.results import CacheStats, CheckResult
@@ -63,7 +63,7 @@ def _generate(
 
 def _per_position(ctx: CheckContext) -> bool:
     """Engines without prompt logprobs (llama.cpp) score each replayed position with its own request."""
-    return bool(getattr(ctx.engine, "replay_per_position", False))
+    return ctx.engine.replay_per_position
 
 
 def replay(

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from precisionbot import corpus
-from precisionbot.checks.compare import CheckOutput
+from precisionbot.baselines.store import Store
+from precisionbot.checks.score import CheckOutput
 from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
 from precisionbot.errors import ConfigError
@@ -46,7 +47,8 @@ class CheckContext:
     thresholds: ThresholdSet
     profile: str = "default"
     model: ModelConfig | None = None
-    baseline_store: str | None = None
+    store: Store | None = None
+    """The baseline store (golden baselines, main's helper reruns), opened by the command; None: no store."""
     progress: ProgressSink = field(default_factory=NullProgress)
     _documents: list[corpus.Document] | None = None
     _prompts: list[tuple[int, ...]] | None = None

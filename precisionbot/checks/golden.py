@@ -21,19 +21,18 @@ from precisionbot.baselines import (
     Store,
     band_runs,
     describe_mismatch,
-    load_arrays,
+    load_golden,
     nearest_other_signature,
     new_run_id,
     now_utc,
-    open_store,
     select_baseline,
     write_run,
 )
-from precisionbot.baselines.compare import Comparison, LayoutMismatch, compare_records, depth_bucket_edges
-from precisionbot.baselines.golden_record import GoldenRecord
-from precisionbot.baselines.helpers import ARRAYS as HELPER_ARRAYS
-from precisionbot.baselines.helpers import HelperRuns
-from precisionbot.baselines.judge import golden_stats, judge_golden, worst_positions
+from precisionbot.baselines.golden_compare import Comparison, LayoutMismatch, compare_records, depth_bucket_edges
+from precisionbot.baselines.golden_judge import golden_stats, judge_golden, worst_positions
+from precisionbot.baselines.golden_record import GOLDEN_ARRAYS, GoldenRecord
+from precisionbot.baselines.helper_reruns import ARRAYS as HELPER_ARRAYS
+from precisionbot.baselines.helper_reruns import HelperRuns
 from precisionbot.baselines.produce import (
     choose_documents,
     corpus_hash,
@@ -42,17 +41,15 @@ from precisionbot.baselines.produce import (
     plan_from_record,
     produce,
 )
-from precisionbot.checks.compare import CheckOutput
 from precisionbot.checks.context import CheckContext
+from precisionbot.checks.score import CheckOutput
 from precisionbot.config import Config, GoldenOptions, GoldenThresholds, ModelConfig
 from precisionbot.corpus import Document
 from precisionbot.engines.base import Engine
-from precisionbot.errors import StoreError
-from precisionbot.noise import NoiseBand, noise_band
+from precisionbot.metrics.flips import NoiseBand, noise_band
 from precisionbot.results import CheckResult, PositionRecord, Verdict
 
 NAME = "golden"
-ARRAYS = "golden"
 DOCS_PER_KIND = 2
 """Documents per kind (prose, code) in the golden corpus: each is scored at every position up to the deepest
 configured depth, and again through ``decode_steps`` decode steps."""
@@ -122,17 +119,10 @@ def record_golden(
             **({"helpers": helpers.to_extra()} if helpers is not None and helpers.helpers else {}),
         },
     )
-    arrays: dict[str, Any] = {ARRAYS: record.to_arrays()}
+    arrays: dict[str, Any] = {GOLDEN_ARRAYS: record.to_arrays()}
     if helpers is not None and helpers.helpers:
         arrays[HELPER_ARRAYS] = helpers.to_arrays()
     return write_run(store, meta, arrays)
-
-
-def load_golden(store: Store, meta: RunMeta) -> GoldenRecord:
-    golden = meta.extra.get("golden")
-    if not isinstance(golden, dict) or "samples" not in golden:
-        raise StoreError(f"run {meta.run_id} in {store.uri} is not a golden run (its meta.json has no golden layout)")
-    return GoldenRecord.from_arrays(golden["samples"], load_arrays(store, meta, ARRAYS))
 
 
 def band_of(records: Sequence[GoldenRecord]) -> tuple[NoiseBand | None, float]:
@@ -219,7 +209,7 @@ def compare_golden(target: GoldenTarget, store: Store, thresholds: GoldenThresho
         reasons=tuple(reasons),
         stats=stats,
         worst=worst_positions(comparison, texts=_row_texts(texts, comparison, candidate)),
-        # Per sample index: prose or code, so the HTML report can split its KL distribution the way seed 003 does.
+        # Per sample index: prose or code, so the HTML report can split its KL distribution by kind.
         extra={"baseline": info, "signature": signature.digest, "sample_kinds": [s.kind for s in ref.samples]},
     )
     record = PositionRecord(
@@ -273,7 +263,14 @@ def target_from_context(ctx: CheckContext) -> GoldenTarget:
 
 
 def check_golden(ctx: CheckContext) -> CheckOutput:
-    """The registry entry: the store from ``--baseline-store`` or the config's ``baselines.store``."""
+    """The registry entry: compares with the newest good baseline in the store the command opened."""
     ctx.progress.phase(NAME)
-    store = open_store(ctx.baseline_store or ctx.config.baselines.store)
-    return compare_golden(target_from_context(ctx), store, ctx.thresholds.golden)
+    if ctx.store is None:
+        return CheckOutput(
+            CheckResult(
+                name=NAME,
+                verdict=Verdict.INCONCLUSIVE,
+                reasons=("no baseline store was given: pass --store URI or set baselines.store in the config",),
+            )
+        )
+    return compare_golden(target_from_context(ctx), ctx.store, ctx.thresholds.golden)

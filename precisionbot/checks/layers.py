@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from precisionbot.checks.compare import CheckOutput
 from precisionbot.checks.context import CheckContext
+from precisionbot.checks.score import CheckOutput
 from precisionbot.errors import DataError
 from precisionbot.metrics import rel_diff
 from precisionbot.results import CheckResult, Verdict

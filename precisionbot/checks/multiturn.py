@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from precisionbot.checks.cache_rules import CacheRules, interleave_order, rules_for
-from precisionbot.checks.compare import CheckOutput, compare
 from precisionbot.checks.consistency import align, cache_blocked, decode_request, estimator_notes, replay
 from precisionbot.checks.context import CheckContext
+from precisionbot.checks.score import CheckOutput, compare
 from precisionbot.engines.base import GenerateRequest, Generation
 from precisionbot.results import CacheStats, Verdict
 

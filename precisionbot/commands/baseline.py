@@ -98,7 +98,7 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot import corpus
     from precisionbot.baselines import open_store
     from precisionbot.checks.golden import golden_target, record_golden
-    from precisionbot.checks.vs_main import rerun_helpers
+    from precisionbot.checks.rerun import rerun_helpers
     from precisionbot.commands.check import _model, open_engine
     from precisionbot.config import load_config_or_default
     from precisionbot.errors import ConfigError
@@ -158,7 +158,7 @@ def _existing_store(uri: str) -> Any:
     """The store for ``list``/``show``: a local directory that does not exist is a typo, not an empty store
     (``record`` creates it; the golden check reads a missing one as "no baseline")."""
     from precisionbot.baselines import open_store
-    from precisionbot.baselines.local import LocalStore
+    from precisionbot.baselines.store.local import LocalStore
     from precisionbot.errors import StoreError
 
     store = open_store(uri)

@@ -1,5 +1,5 @@
 """``precisionbot calibrate``: replay known-good and known-bad builtin engine variants and show, per check and
-threshold, where each lands — the seeds' advice ("calibrate thresholds by replaying past bugs") as a command.
+threshold, where each lands — "calibrate thresholds by replaying past bugs" as a command.
 
 A clean builtin engine records a golden baseline into a temporary store; then the clean engine, every fault
 of the catalogue (or ``--faults``) and ``--reruns N`` more clean runs (other prompts, other batch
@@ -47,19 +47,20 @@ EXPECTED: Mapping[str, tuple[str, ...]] = {
     "state-mantissa=12": (),
     "state-bf16-decode": (),
 }
-"""Variant → the checks that must catch it (CONTRACT's fault table); empty = must pass every check."""
+"""Variant → the checks that must catch it (docs/builtin-engine.md's fault table); empty = must pass every check."""
 
 MAY_FAIL: Mapping[str, tuple[str, ...]] = {
     "batch-variant": ("batch_invariance",),
     "nondeterministic": ("batch_invariance",),
 }
 """Checks a must-pass variant may fail without a false alarm: ``batch_invariance`` holds the deterministic
-tolerance (1e-5), and these two faults are, by definition, what that tolerance exists to see (CONTRACT: they
-pass the default thresholds and fail the deterministic profile)."""
+tolerance (1e-5), and these two faults are, by definition, what that tolerance exists to see
+(docs/builtin-engine.md: they pass the default thresholds and fail the deterministic profile)."""
 
 REPORTED = frozenset({"state-bf16-decode"})
-"""Variants whose verdicts are measured and shown but neither must pass nor must fail (CONTRACT: a decode state
-kept in bf16 grows with decode steps; whether it crosses a threshold depends on the generation length)."""
+"""Variants whose verdicts are measured and shown but neither must pass nor must fail
+(docs/builtin-engine.md: a decode state kept in bf16 grows with decode steps; whether it crosses a threshold
+depends on the generation length)."""
 
 LONG_GENERATION = {"swa-decode-window": 256}
 """Variants that show only once generation passes the sliding window: they generate this many tokens past it."""
@@ -117,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
     from precisionbot.baselines import open_store
     from precisionbot.builtin.options import HYBRID_ONLY_FAULTS, EngineOptions
     from precisionbot.checks.golden import golden_target, record_golden
-    from precisionbot.checks.runner import run_suite
+    from precisionbot.checks.suite import run_suite
     from precisionbot.commands.check import apply_overrides
     from precisionbot.config import load_config_or_default
     from precisionbot.engines.builtin import BuiltinEngine
@@ -167,7 +168,7 @@ def _run(args: argparse.Namespace) -> int:
                 run_suite_cfg = dataclasses.replace(run_suite_cfg, max_new_tokens=least)
             engine = BuiltinEngine(faults=(variant,) if variant else (), **flags, **batching)
             try:
-                run = run_suite(engine, config, run_suite_cfg, profile=profile, baseline_store=store.uri)
+                run = run_suite(engine, config, run_suite_cfg, profile=profile, store=store)
             finally:
                 engine.close()
             verdicts = ", ".join(f"{c.name} {c.verdict.value}" for c in run.result.checks)

@@ -23,7 +23,7 @@ from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.flags import given as builtin_flags_given
 from precisionbot.commands.store_option import add_store_option
 from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config_or_default
-from precisionbot.config_fields import parse_int_range
+from precisionbot.config.fields import parse_int_range
 from precisionbot.errors import ConfigError, EngineError
 from precisionbot.gh import provenance
 from precisionbot.results import CHECK_NAMES, CheckResult, EngineInfo, RunResult
@@ -222,17 +222,18 @@ def _client(kind: str, url: str, common: dict[str, Any]) -> Iterator[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from precisionbot.baselines.store import open_store
     from precisionbot.checks.progress import TerminalProgress
-    from precisionbot.checks.runner import run_suite
+    from precisionbot.checks.suite import run_suite
     from precisionbot.report.diagnosis import diagnose
-    from precisionbot.resultdir import write_result
+    from precisionbot.results.directory import write_result
 
     config = load_config_or_default(args.config)
     suite = apply_overrides(config.suite(args.suite or DEFAULT_SUITE), args)
     profile = args.profile or config.thresholds.profile
     model = _model(config, args)
     out = Path(args.out)
-    store = args.baseline_store or config.baselines.store
+    store = open_store(args.baseline_store or config.baselines.store)
     records: dict[str, Any] = {}
     started = False
     try:
@@ -251,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
                     suite,
                     profile=profile,
                     model=model,
-                    baseline_store=store,
+                    store=store,
                     progress=progress,
                     engine_info=info,
                 )

@@ -2,7 +2,7 @@
 
 1. start the clean builtin engine and record a golden baseline into a local store;
 2. start the builtin engine with a fault — by default ``restore-layer0-only``, a "PR" that breaks the
-   prefix-cache restore (a cache hit restores only layer 0's state: seed 001's Falcon bug);
+   prefix-cache restore (a cache hit restores only layer 0's state: the cache bug of docs/background.md);
 3. run the PR suite (``match``, ``prefill_cache_hit``, ``decode_cache_hit``, ``golden``) against it;
 4. print the PR comment and write ``comment.md``, ``summary.md``, ``report.html`` (the charts) and the result
    directory to ``--out``.
@@ -110,13 +110,13 @@ def run(args: argparse.Namespace) -> int:
     from precisionbot.baselines import open_store
     from precisionbot.checks.golden import golden_target, record_golden
     from precisionbot.checks.progress import TerminalProgress
-    from precisionbot.checks.runner import run_suite
+    from precisionbot.checks.suite import run_suite
     from precisionbot.commands.check import apply_overrides
     from precisionbot.config import Config
     from precisionbot.engines.builtin import BuiltinEngine
     from precisionbot.report import ReportSection, diagnose, render_comment, render_summary
-    from precisionbot.resultdir import write_result
     from precisionbot.results import EngineInfo
+    from precisionbot.results.directory import write_result
 
     faults = _faults(args.fault)
     config = Config.default()
@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         )
     out = Path(args.out)
     store_uri = args.store or str(out / "baselines")
+    store = open_store(store_uri)
     profile = config.thresholds.profile
     golden = "golden" in suite.checks
     steps = Steps(sys.stderr, 3 + (2 if golden else 0), args.quiet)
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             steps.step(f"recording a golden baseline into {store_uri}")
             target = golden_target(clean, config, suite.golden, None, corpus.suite_documents(suite.corpus))
-            meta = record_golden(target, open_store(store_uri), engine_commit="clean")
+            meta = record_golden(target, store, engine_commit="clean")
             steps.note(f"      baseline {meta.run_id}: {meta.stats.get('positions', '?')} positions")
         finally:
             clean.close()
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
                 config,
                 suite,
                 profile=profile,
-                baseline_store=store_uri,
+                store=store,
                 progress=progress,
                 engine_info=EngineInfo(url=faulty.url, kind=faulty.kind, commit=f"demo-pr ({pr})"),
             )

@@ -25,7 +25,7 @@ DEFAULT_API_URL = "https://api.github.com"
 
 @dataclass(frozen=True)
 class ActionEnv:
-    """The GitHub Actions environment (CONTRACT: Environment), read once at the root."""
+    """The GitHub Actions environment (the variables docs/github.md lists), read once at the root."""
 
     token: str | None = None
     """``PRECISIONBOT_GITHUB_TOKEN``, else ``GITHUB_TOKEN``."""

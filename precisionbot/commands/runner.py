@@ -1,4 +1,4 @@
-"""``precisionbot runner launch | terminate | reap``: ephemeral EC2 GPU runners (ARCHITECTURE §2.2).
+"""``precisionbot runner launch | terminate | reap``: ephemeral EC2 GPU runners (docs/runners.md).
 
 The composition root for runners: reads flags, config and environment, builds the real adapters
 (boto3 EC2, PyGithub), and hands them to ``precisionbot.runners.lifecycle``.
@@ -21,7 +21,7 @@ from precisionbot.errors import ConfigError
 
 if TYPE_CHECKING:
     from precisionbot.config import RunnerConfig
-    from precisionbot.runners.registry import GitHubRunnerRegistry
+    from precisionbot.runners.github_runners import GitHubRunnerRegistry
 
 
 _RANDOM_LABEL = re.compile(r"[0-9a-f]{32}")
@@ -102,7 +102,7 @@ def _github_env() -> ActionEnv:
 
 
 def _registry(env: ActionEnv) -> GitHubRunnerRegistry | None:
-    from precisionbot.runners.registry import GitHubRunnerRegistry
+    from precisionbot.runners.github_runners import GitHubRunnerRegistry
 
     return GitHubRunnerRegistry.from_token(env.token, env.api_url) if env.token else None
 
@@ -131,8 +131,9 @@ def _regions(args: argparse.Namespace) -> list[str | None]:
 
 def _launch(args: argparse.Namespace) -> int:
     from precisionbot.runners.cloud import Ec2Cloud
+    from precisionbot.runners.github_runners import GitHubRunnerRegistry
     from precisionbot.runners.lifecycle import SYSTEM_CLOCK, launch
-    from precisionbot.runners.model import (
+    from precisionbot.runners.records import (
         InstanceSpec,
         RunnerSpec,
         new_label,
@@ -141,7 +142,6 @@ def _launch(args: argparse.Namespace) -> int:
         validate_repo,
         validate_run_id,
     )
-    from precisionbot.runners.registry import GitHubRunnerRegistry
 
     rc = _load_runner_config(args)
     if rc.kind == "pool":
@@ -267,7 +267,7 @@ def _emit(values: dict[str, str]) -> None:
 def _terminate(args: argparse.Namespace) -> int:
     from precisionbot.runners.cloud import Ec2Cloud
     from precisionbot.runners.lifecycle import terminate
-    from precisionbot.runners.model import validate_instance_id, validate_run_id
+    from precisionbot.runners.records import validate_instance_id, validate_run_id
 
     run_id = validate_run_id(args.run_id) if args.run_id else None
     instance_id = validate_instance_id(args.instance_id) if args.instance_id else None
@@ -293,7 +293,7 @@ def _terminate(args: argparse.Namespace) -> int:
 def _reap(args: argparse.Namespace) -> int:
     from precisionbot.runners.cloud import Ec2Cloud
     from precisionbot.runners.lifecycle import SYSTEM_CLOCK, reap
-    from precisionbot.runners.model import validate_repo
+    from precisionbot.runners.records import validate_repo
 
     if args.grace_minutes < 0:
         raise ConfigError(f"--grace-minutes must be >= 0, got {args.grace_minutes:g}")

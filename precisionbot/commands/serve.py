@@ -1,4 +1,4 @@
-"""``precisionbot serve``: the builtin engine as an SGLang-compatible HTTP server (CONTRACT).
+"""``precisionbot serve``: the builtin engine as an SGLang-compatible HTTP server.
 
 Prints the URL once ``/health`` answers and serves until Ctrl-C or SIGTERM. torch is imported inside the
 handler so the rest of the CLI starts without it.

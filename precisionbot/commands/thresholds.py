@@ -72,7 +72,7 @@ def _stats(text: str) -> list[str]:
 
 def _from_store(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
     from precisionbot.baselines import find_run, list_runs, open_store
-    from precisionbot.baselines.helpers import load_helpers
+    from precisionbot.baselines.helper_reruns import load_helpers
     from precisionbot.errors import StoreError
 
     store = open_store(args.store)
@@ -99,7 +99,7 @@ def _live(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
     import tempfile
     from pathlib import Path
 
-    from precisionbot.checks.vs_main import rerun_helpers
+    from precisionbot.checks.rerun import rerun_helpers
     from precisionbot.commands.check import _model, open_engine
     from precisionbot.config import load_config_or_default
     from precisionbot.errors import ConfigError
@@ -129,7 +129,7 @@ def _live(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
 
 def _suggest(args: argparse.Namespace) -> int:
     from precisionbot.errors import ConfigError
-    from precisionbot.noisestats import EXTRAPOLATION, suggest
+    from precisionbot.metrics.rerun_stats import EXTRAPOLATION, suggest
 
     if not 0.0 < args.flake_rate < 0.5:
         raise ConfigError(f"--flake-rate {args.flake_rate}: use a rate per run in (0, 0.5), e.g. 0.001")

@@ -107,6 +107,9 @@ class Engine(Protocol):
     kind: str
     """``sglang``, ``openai``, ``builtin`` or ``llamacpp``."""
     url: str
+    replay_per_position: bool
+    """True when the engine cannot return prompt logprobs, so the helpers' no-cache replay scores each position
+    with a request of its own (llama.cpp); False when one prefill returns every position's logprob."""
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Generation]:
         """Answers in request order; batched and sent concurrently as the client is configured."""

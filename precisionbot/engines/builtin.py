@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from precisionbot.builtin.options import EngineOptions, parse_fault
 from precisionbot.engines.sglang import SGLangEngine
 
 
@@ -28,7 +29,7 @@ class BuiltinEngine(SGLangEngine):
         concurrency: int = 4,
         request_timeout_s: float = 600.0,
     ) -> None:
-        from precisionbot.builtin import BuiltinServer, EngineOptions, parse_fault
+        from precisionbot.builtin.server import BuiltinServer  # torch: only when the builtin engine starts
 
         if options is None:
             options = EngineOptions(

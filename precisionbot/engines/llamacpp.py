@@ -1,6 +1,6 @@
 """llama.cpp's ``llama-server`` through its native API (``/completion``, ``/tokenize``, ``/props``, ``/slots``).
 
-Facts (REFERENCE.md, measured on llama.cpp 0c1e570): prompts go as token ids; ``n_probs`` gives the logprob of
+Facts (measured on llama.cpp 0c1e570): prompts go as token ids; ``n_probs`` gives the logprob of
 each generated token and its top-k from the raw logits; there are no prompt logprobs (``echo`` and
 ``prompt_logprobs`` are ignored), so a replay scores each position with its own request: the prefix, no cache
 (``cache_prompt: false``), one token, the target looked up in the top-k (asked again with the whole vocabulary

@@ -1,6 +1,6 @@
 """Validation of llama-server ``/completion`` answers (pure): token ids, per-token logprobs, top-k, cache use.
 
-Facts (llama.cpp vendored in llama-cpp-python 0.3.36, REFERENCE.md): with ``n_probs`` the answer carries
+Facts (llama.cpp vendored in llama-cpp-python 0.3.36): with ``n_probs`` the answer carries
 ``completion_probabilities = [{id, token, bytes, logprob, top_logprobs: [{id, token, bytes, logprob}]}]``, the
 logprobs computed from the raw logits (before samplers); ``return_tokens`` adds ``tokens`` (every generated id);
 ``timings.cache_n`` is the number of prompt tokens reused from the cache (``tokens_cached`` is something else:
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from precisionbot.engines.validate import logprob
+from precisionbot.engines.sglang_parse import logprob
 from precisionbot.errors import EngineError
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo
 from precisionbot.engines.http import HttpClient
-from precisionbot.engines.validate import logprob
+from precisionbot.engines.sglang_parse import logprob
 from precisionbot.errors import EngineError
 
 CACHE_REASON = (
@@ -85,6 +85,8 @@ def output_logprobs(logprobs: Any, index: int) -> tuple[tuple[int, ...], np.ndar
 
 
 class OpenAIEngine:
+    replay_per_position = False
+
     kind = "openai"
 
     def __init__(

@@ -1,6 +1,6 @@
 """SGLang's native HTTP API (``/generate``, ``/flush_cache``, ``/server_info``, ``/health_generate``).
 
-Facts (REFERENCE.md): batches are sent as 2-D ``input_ids`` with per-request ``sampling_params``; the answer
+Facts of SGLang's API: batches are sent as 2-D ``input_ids`` with per-request ``sampling_params``; the answer
 is a list in request order; ``/flush_cache`` answers 400 while requests are running or waiting;
 ``/server_info`` is ``/get_server_info`` on older builds.
 """
@@ -18,7 +18,7 @@ import httpx
 from precisionbot.engines import jsoncodec
 from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo
 from precisionbot.engines.http import HttpClient, error_message
-from precisionbot.engines.validate import decode_answer, parse_batch_bytes, parse_token_ids
+from precisionbot.engines.sglang_parse import decode_answer, parse_batch_bytes, parse_token_ids
 from precisionbot.errors import EngineError
 
 T = TypeVar("T")
@@ -45,6 +45,8 @@ def _sampling_params(r: GenerateRequest) -> dict[str, Any]:
 
 class SGLangEngine:
     """Client of an SGLang-compatible server (SGLang itself, or the builtin engine's server)."""
+
+    replay_per_position = False
 
     def __init__(
         self,

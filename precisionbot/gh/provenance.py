@@ -16,7 +16,7 @@ from typing import Any
 from precisionbot.config import DEFAULT_CONFIG_PATH
 
 KEY = "config_sha256"
-"""The ``result.json`` key (an extra key: CONTRACT's schema 1 keeps unknown keys)."""
+"""The ``result.json`` key (an extra key: schema 1 keeps unknown keys)."""
 DEFAULTS = "defaults"
 """The digest of "no config file": the built-in defaults."""
 

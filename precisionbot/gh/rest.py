@@ -7,6 +7,7 @@ idempotent (``sticky.upsert_comment`` looks for its marker first and removes dup
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -106,7 +107,6 @@ class RestGitHub:
         return str(data["commit"]["sha"])
 
     def open_pulls(self, head: str) -> list[PullInfo]:
-        import urllib.parse
 
         query = urllib.parse.urlencode({"state": "open", "head": head, "per_page": 100})
         data = self._get(f"GET pulls?head={head}", f"/pulls?{query}")
@@ -132,7 +132,6 @@ class RestGitHub:
             page += 1
 
     def permission(self, user: str) -> str:
-        import urllib.parse
 
         path = f"/collaborators/{urllib.parse.quote(user, safe='')}/permission"
         data = self._get(f"GET collaborators/{user}/permission", path)

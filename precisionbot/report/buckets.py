@@ -1,10 +1,10 @@
-"""Flips by margin bucket (ARCHITECTURE §3.2): a flip's meaning depends on how close the baseline's top-2 were.
+"""Flips by margin bucket (docs/background.md, golden): a flip's meaning depends on how close the baseline's top-2 were.
 
 ``stats["flips_by_margin"]`` comes from the golden check. Accepted shapes (the golden check writes the
 first; the others keep older or hand-made result files readable):
 
 * ``[{"bucket": "[0, 0.1)", "lo": 0, "hi": 0.1, "flips": 3, "positions": 1200, "rate": 0.0025}, ...]``
-  (``precisionbot.noise.flips_by_margin``), with the band's rate per bucket in
+  (``precisionbot.metrics.flips.flips_by_margin``), with the band's rate per bucket in
   ``stats["band"]["flip_rate_by_bucket"]``;
 * ``{"[0, 0.1)": {"flips": 3, "positions": 1200, "band_rate": 0.002}, "[1, inf)": {...}}``
 * ``{"0-0.1": 3, "1+": 0}`` (flip counts only)

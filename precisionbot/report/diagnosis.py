@@ -1,9 +1,10 @@
-"""What a run's numbers point to (ARCHITECTURE §3.6, seeds 001 and 002): stable codes plus one sentence each.
+"""What a run's numbers point to (docs/background.md: which path diverged, noise or bug): stable codes
+plus one sentence each.
 
 Pure: data in, :class:`~precisionbot.results.Diagnosis` tuples out; no I/O. The sentences are plain text
 (the report escapes them); token text inside them is made visible (a leading space reads ``·``).
 
-Codes (CONTRACT; more may be added): which helper diverged — ``prefill_restore``, ``decode_state``,
+Codes (stable, docs/architecture.md; more may be added): which helper diverged — ``prefill_restore``, ``decode_state``,
 ``arithmetic``; where in the sequence — ``onset_first_token``, ``onset_mid_generation``; which requests —
 ``concentrated``, ``global``; noise or bug — ``systematic_flip``, ``excess_flips``, ``noise``; against other
 runs — ``vs_baseline``, ``vs_previous``; hybrid models (the engine reports SGLang's ``mamba_track_interval``
@@ -17,11 +18,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from precisionbot.fmt import count, plain, sig
-from precisionbot.report import evidence, hybrid
+from precisionbot.report import diagnosis_hybrid, evidence
 from precisionbot.report.escape import cap, visible
-from precisionbot.results import CheckResult, Diagnosis, RunResult, SampleSummary, Verdict
+from precisionbot.results import CONSISTENCY_CHECKS, CheckResult, Diagnosis, RunResult, SampleSummary, Verdict
 
-CONSISTENCY = ("match", "prefill_cache_hit", "decode_cache_hit")
 CONCENTRATED_MAX_FRACTION = 0.25
 """At most this fraction of the samples diverging (and at least one) reads as "a few requests trigger it"."""
 NAMED_SAMPLES = 5
@@ -47,8 +47,8 @@ def diagnose(
     if primary is None and _failed(by_name.get("golden")):
         primary = by_name["golden"]
     if primary is not None:
-        if primary.name in CONSISTENCY:
-            hybrid.state_and_window(primary, by_name.get("match"), engine or {}, out)
+        if primary.name in CONSISTENCY_CHECKS:
+            diagnosis_hybrid.state_and_window(primary, by_name.get("match"), engine or {}, out)
             _onset(primary, out)
         _spread(primary, out)
     # A token id seen with its text anywhere in the run names a text-less worst position too.
@@ -103,7 +103,7 @@ def _max_abs_delta(c: CheckResult) -> str:
 
 def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis]) -> CheckResult | None:
     """Seed 002: only one helper diverging localises the bug. Returns the check the rest of the reading uses."""
-    match, prefill, decode = (by_name.get(n) for n in CONSISTENCY)
+    match, prefill, decode = (by_name.get(n) for n in CONSISTENCY_CHECKS)
     batch = by_name.get("batch_invariance")
     if _failed(match) and match is not None:
         out.append(

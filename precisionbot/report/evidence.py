@@ -1,4 +1,4 @@
-"""Noise or bug, per position and per check (seed 001's three readings). Pure: no I/O.
+"""Noise or bug, per position and per check (the three readings of docs/background.md, "Noise or bug"). Pure: no I/O.
 
 * **Cross-path |Δ|** of one token's logprob between the two paths: bf16 run-to-run noise is ~1e-3 nats and
   two correct kernels differ by up to ~1e-2, so |Δ| above 0.1 nats is a data difference, not rounding.
@@ -16,15 +16,15 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from precisionbot.noise import poisson_sf
+from precisionbot.metrics.flips import poisson_sf
 from precisionbot.results import WorstPosition
 
 NOISE_DELTA_NATS = 1e-2
-"""|Δ| at or below this is within what two correct bf16 kernels differ by (seed 001: up to ~1e-2)."""
+"""|Δ| at or below this is within what two correct bf16 kernels differ by (up to ~1e-2)."""
 BUG_DELTA_NATS = 0.1
 """|Δ| above this is two orders of magnitude over bf16 run-to-run noise (~1e-3): a data difference."""
 SYSTEMATIC_GAP_NATS = 0.4
-"""A flip across a top-2 gap above this needs a systematic logit shift (seed 001: 0.455 in the Falcon case)."""
+"""A flip across a top-2 gap above this needs a systematic logit shift (0.455 in docs/background.md's cache bug)."""
 UNATTRIBUTABLE_GAP_NATS = 0.3
 """A flip across a top-2 gap below this cannot be attributed: near-ties flip under ordinary noise."""
 EXCESS_FLIPS_P = 0.01

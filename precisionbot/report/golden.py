@@ -1,6 +1,6 @@
 """The golden check's extra rows in the report: KL summary, the noise band, KL by context depth. Pure.
 
-Depth matters because some bugs grow with context (seed 003: fp8 attention weights without scaling degrade
+Depth matters because some bugs grow with context (fp8 attention weights without scaling degrade
 with depth), so a table of KL by depth tells "wrong everywhere" from "wrong deep in the context".
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from precisionbot.fmt import count, sig
-from precisionbot.noise import KL_FLOOR
+from precisionbot.metrics.flips import KL_FLOOR
 from precisionbot.report.escape import label_text, prose
 from precisionbot.results import CheckResult
 

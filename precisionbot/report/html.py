@@ -1,7 +1,7 @@
-"""``report --format html``: one self-contained HTML page per run or matrix, with seed 003's figures.
+"""``report --format html``: one self-contained HTML page per run or matrix, with the golden and per-position charts.
 
 The page says what the PR comment says — the same view model (:mod:`precisionbot.report.view`), so the verdict
-table and the diagnosis read word for word alike — and adds the charts (:mod:`precisionbot.report.charts`)
+table and the diagnosis read word for word alike — and adds the charts (:mod:`precisionbot.report.chart_svg`)
 and longer tables (worst positions with their context). Self-contained: inline CSS and SVG, no JavaScript, no
 request to anywhere, so it opens from a downloaded artifact or a file on disk.
 
@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 import jinja2
 from markupsafe import Markup
 
-from precisionbot.report.charts import Chart, section_charts
+from precisionbot.report.chart_data import section_figures
+from precisionbot.report.chart_svg import Chart, section_charts
 from precisionbot.report.escape import markdown_plain, visible
-from precisionbot.report.figures import section_figures
 from precisionbot.report.render import _load
 from precisionbot.report.view import Detail, ReportLinks, ReportSection, SectionView, report_view
 from precisionbot.results import Verdict

@@ -13,10 +13,10 @@ from typing import TextIO
 from precisionbot.config import ThresholdsConfig
 from precisionbot.errors import ConfigError, DataError
 from precisionbot.gh.workflow import log_text
+from precisionbot.report.verify import verify_run
 from precisionbot.report.view import ReportLinks, ReportSection
-from precisionbot.resultdir import read_records, read_result
 from precisionbot.results import CheckResult, EngineInfo, RunResult, Verdict
-from precisionbot.verification import verify_run
+from precisionbot.results.directory import read_records, read_result
 
 
 def default_label(run: RunResult, directory: Path) -> str:
@@ -71,7 +71,7 @@ def load_sections(
     """One section per result directory; ``previous[i]`` (optional) is the previous run of ``directories[i]``.
 
     Each run's verdicts are re-derived with ``thresholds`` (the trusted config's; default thresholds when
-    None) by ``precisionbot.verification``; a directory that cannot be read becomes a damaged section."""
+    None) by ``precisionbot.report.verify``; a directory that cannot be read becomes a damaged section."""
     if not directories:
         raise ConfigError("no result directory given: pass one or more DIRs written by `precisionbot check --out`")
     if len(previous) > len(directories):

@@ -15,6 +15,7 @@ from typing import Any
 
 import jinja2
 
+from precisionbot.report.diagnosis import diagnose
 from precisionbot.report.view import (
     COMMENT_LEVELS,
     SUMMARY_DETAIL,
@@ -160,7 +161,6 @@ def _shrink(template: str, sections: Sequence[ReportSection], limit: int, **kwar
 
 def render_json(sections: Sequence[ReportSection]) -> str:
     """The same data as JSON: the combined verdict and, per section, its result (diagnosis recomputed)."""
-    from precisionbot.report.diagnosis import diagnose
 
     out = {
         "schema": 1,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from precisionbot.fmt import count, logprob, percent, ratio, short_sha, sig, signed
+from precisionbot.metrics.rerun_stats import MainComparison, describe
 from precisionbot.report import evidence
 from precisionbot.report.diagnosis import BaselineStats
 from precisionbot.report.escape import label_text, markdown_text, prose, token_cell, visible
@@ -152,9 +153,8 @@ def check_row(
 
 
 def vs_main_cell(c: CheckResult) -> str:
-    """The helper's comparison with main's reruns (``noisestats.describe``), re-derived from the numbers
+    """The helper's comparison with main's reruns (``metrics.rerun_stats.describe``), re-derived from the numbers
     ``result.json`` carries rather than its stored text."""
-    from precisionbot.noisestats import MainComparison, describe
 
     info = c.extra.get("vs_main")
     if not isinstance(info, Mapping) or "p_value" not in info:

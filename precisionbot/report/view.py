@@ -13,6 +13,8 @@ from precisionbot.report.buckets import BucketRow, bucket_rows
 from precisionbot.report.diagnosis import BaselineStats, diagnose, known_token_texts
 from precisionbot.report.escape import code_block_text, label_text, prose
 from precisionbot.report.golden import DepthRow, depth_rows, kl_line, zero_band
+from precisionbot.report.heat_strip import LEGEND as STRIP_LEGEND
+from precisionbot.report.heat_strip import worst_strips
 from precisionbot.report.rows import (
     FRAC_KEY,
     ICONS,
@@ -24,8 +26,6 @@ from precisionbot.report.rows import (
     headline,
     worst_rows,
 )
-from precisionbot.report.strip import LEGEND as STRIP_LEGEND
-from precisionbot.report.strip import worst_strips
 from precisionbot.results import PositionRecord, RunResult, Verdict
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from precisionbot.errors import CloudError
-from precisionbot.runners.model import Instance, InstanceSpec
+from precisionbot.runners.records import Instance, InstanceSpec
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client

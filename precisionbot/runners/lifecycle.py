@@ -1,7 +1,7 @@
 """Launch, terminate and reap ephemeral runners: orchestration over the ``Cloud`` and ``RunnerRegistry``.
 
 No SDK and no environment here; time comes from an injected ``Clock`` so the waits are testable without
-sleeping. The invariants (each one a lesson from ec2-github-runner and cml, REFERENCE.md):
+sleeping. The invariants (each one a lesson from ec2-github-runner and cml):
 
 * launch never leaves something behind when it fails: a JIT registration whose instance did not start is
   deleted; an instance whose runner did not come online in time is terminated and its registration deleted;
@@ -19,7 +19,8 @@ from datetime import datetime, timedelta, timezone
 
 from precisionbot.errors import CloudError, ConfigError, PrecisionbotError
 from precisionbot.runners.cloud import Cloud
-from precisionbot.runners.model import (
+from precisionbot.runners.github_runners import RunnerRegistry
+from precisionbot.runners.records import (
     NAME_PREFIX,
     TAG_EXPIRES_AT,
     TAG_LABEL,
@@ -34,7 +35,6 @@ from precisionbot.runners.model import (
     iso_utc,
     name_created_at,
 )
-from precisionbot.runners.registry import RunnerRegistry
 from precisionbot.runners.userdata import render_user_data
 
 Log = Callable[[str], None]

@@ -6,8 +6,10 @@ import re
 import shlex
 from importlib import resources
 
+import jinja2
+
 from precisionbot.errors import ConfigError
-from precisionbot.runners.model import RunnerSpec, validate_runner_user
+from precisionbot.runners.records import RunnerSpec, validate_runner_user
 
 TEMPLATE = "runner-user-data.sh.j2"
 USER_DATA_LIMIT_BYTES = 16 * 1024
@@ -20,7 +22,6 @@ _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 def render_user_data(spec: RunnerSpec, jit_config: str) -> str:
     """The boot script for one runner. Values reach the shell through ``shlex.quote``; the template never sees
     a token or AWS credentials because none is passed in."""
-    import jinja2
 
     if not _VERSION_RE.match(spec.runner_version):
         raise ConfigError(f"runner version {spec.runner_version!r} must look like 2.328.0")

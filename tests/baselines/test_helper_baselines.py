@@ -15,10 +15,10 @@ from scipy import stats
 
 from precisionbot.baselines import RunMeta, Signature, new_run_id, now_utc, open_store, write_run
 from precisionbot.baselines.golden_record import GoldenRecord, GoldenSample
-from precisionbot.baselines.helpers import ARRAYS, HelperRuns, select_helper_baseline
-from precisionbot.checks.vs_main import judge_vs_main
+from precisionbot.baselines.helper_reruns import ARRAYS, HelperRuns, select_helper_baseline
+from precisionbot.checks.main_noise import judge_vs_main
 from precisionbot.cli import main
-from precisionbot.config import Config
+from precisionbot.config import Config, from_mapping
 from precisionbot.errors import ConfigError
 from precisionbot.results import CheckResult, SampleSummary, Verdict
 
@@ -149,7 +149,7 @@ def test_a_doubling_under_kl_div_is_a_regression_and_a_rerun_is_within_noise() -
 
 
 def test_baselines_config_keys_are_validated() -> None:
-    c = Config.from_mapping({"baselines": {"helper_reruns": 8, "vs_main_alpha": 0.001, "vs_main_min_ratio": 2}})
+    c = from_mapping({"baselines": {"helper_reruns": 8, "vs_main_alpha": 0.001, "vs_main_min_ratio": 2}})
     assert (c.baselines.helper_reruns, c.baselines.vs_main_alpha, c.baselines.vs_main_min_ratio) == (8, 0.001, 2.0)
     assert Config.default().baselines.helper_reruns == 8 and Config.default().baselines.vs_main
     for bad, key in [
@@ -160,7 +160,7 @@ def test_baselines_config_keys_are_validated() -> None:
         ({"helper_rerun": 3}, "baselines.helper_rerun"),
     ]:
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-            Config.from_mapping({"baselines": bad}, source="p.yml")
+            from_mapping({"baselines": bad}, source="p.yml")
 
 
 def test_thresholds_suggest_from_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -177,7 +177,7 @@ def test_thresholds_suggest_from_a_store(tmp_path: Path, capsys: pytest.CaptureF
     _write(uri, helpers)
     assert main(["thresholds", "suggest", "--store", uri, "--flake-rate", "0.03", "--stats", "mean_k3,max"]) == 0
     out = capsys.readouterr().out
-    config = Config.from_mapping(yaml.safe_load(out), source="suggested")
+    config = from_mapping(yaml.safe_load(out), source="suggested")
     limits = config.thresholds_for("m", 2)
     rate = 0.03 / 2
     sd = float(np.std(np.log(means), ddof=1))

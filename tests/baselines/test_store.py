@@ -179,8 +179,8 @@ def test_uris(tmp_path: Path) -> None:
 
 
 def _overwrite(store: Store, key: str, data: bytes) -> None:
-    from precisionbot.baselines.local import LocalStore
-    from precisionbot.baselines.s3 import S3Store
+    from precisionbot.baselines.store.local import LocalStore
+    from precisionbot.baselines.store.s3 import S3Store
 
     if isinstance(store, LocalStore):
         (store.root / key).write_bytes(data)

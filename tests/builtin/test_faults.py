@@ -1,4 +1,4 @@
-"""Each fault changes what it should and only that (CONTRACT's fault table)."""
+"""Each fault changes what it should and only that (the fault table of docs/builtin-engine.md)."""
 
 from __future__ import annotations
 

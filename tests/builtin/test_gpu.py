@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from precisionbot.cli import main
-from precisionbot.resultdir import read_result
+from precisionbot.results.directory import read_result
 from tests.support.engine_server import running_engine
 
 pytestmark = pytest.mark.gpu

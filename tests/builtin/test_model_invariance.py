@@ -59,7 +59,7 @@ def test_production_decode_differs_from_prefill_a_little() -> None:
     assert torch.equal(whole[: n - 40], decoded[: n - 40])
     lp_a, lp_b = whole[n - 40 :].log_softmax(-1), decoded[n - 40 :].log_softmax(-1)
     kl_nats = (lp_a.exp() * (lp_a - lp_b)).sum(-1)
-    # Other kernels, the same model: a bf16-level difference (seed 003: 1e-4..1e-3 nats), not a bug-sized one.
+    # Other kernels, the same model: a bf16-level difference (1e-4..1e-3 nats), not a bug-sized one.
     assert 0 < kl_nats.max().item() < 1e-2
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from precisionbot.checks import run_suite
-from precisionbot.config import Config, SuiteConfig
+from precisionbot.config import Config, SuiteConfig, from_mapping
 from precisionbot.engines.sglang import SGLangEngine
 from precisionbot.errors import ConfigError
 from precisionbot.results import RunResult, Verdict
@@ -159,7 +159,7 @@ def test_request_and_replay_batches_and_interleaving() -> None:
 
 def test_per_phase_thresholds_and_the_suite_threshold() -> None:
     suite = dataclasses.replace(SINGLE, samples=4)
-    config = Config.from_mapping({"thresholds": {"default": {"kl_div_prefill": 1.0e-4}}})
+    config = from_mapping({"thresholds": {"default": {"kl_div_prefill": 1.0e-4}}})
     run, _ = _run(Behaviour(mode="decode_bias", bias=0.05), suite, config)
     assert [c.verdict for c in run.checks] == [P, F, P]
     assert "kl_div 1.00e-04" in run.checks[1].reasons[0]
@@ -189,7 +189,7 @@ def test_upstream_separator_keeps_the_bos() -> None:
 
 def test_suite_options_are_validated() -> None:
     def suite(**kw: Any) -> SuiteConfig:
-        return Config.from_mapping({"suites": {"s": kw}}, source="p.yml").suite("s")
+        return from_mapping({"suites": {"s": kw}}, source="p.yml").suite("s")
 
     assert suite(groups=3, branches=3).samples == 9
     assert suite(branches=4).samples == 32

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from precisionbot.checks import run_suite
-from precisionbot.checks.runner import CheckRun
+from precisionbot.checks.suite import CheckRun
 from precisionbot.cli import main
 from precisionbot.config import CacheConsistencyOptions, Config, SuiteConfig
 from precisionbot.engines.builtin import BuiltinEngine

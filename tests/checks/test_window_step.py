@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from precisionbot.checks import run_suite
-from precisionbot.checks.compare import AlignedSample, compare
+from precisionbot.checks.score import AlignedSample, compare
 from precisionbot.checks.window_step import (
     MIN_SIDE,
     STEP_RATIO,
@@ -27,8 +27,8 @@ from precisionbot.checks.window_step import (
 )
 from precisionbot.config import Config, ThresholdsConfig
 from precisionbot.report.diagnosis import diagnose
+from precisionbot.report.verify import verify_run
 from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult, Verdict
-from precisionbot.verification import verify_run
 
 W = 256
 CONFIG = Config.default()

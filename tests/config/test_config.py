@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from precisionbot.config import Config, load_config, load_config_or_default, resolve_thresholds
-from precisionbot.config_fields import parse_int_range
+from precisionbot.config import Config, from_mapping, load_config, load_config_or_default
+from precisionbot.config.fields import parse_int_range
 from precisionbot.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "precision.yml"
@@ -19,14 +19,14 @@ def test_defaults_need_no_file() -> None:
     suite = c.suite("consistency")
     assert suite.checks == ("match", "prefill_cache_hit", "decode_cache_hit")
     assert (suite.samples, suite.max_new_tokens, suite.prompt_tokens) == (32, 512, (1536, 4608))
-    t = resolve_thresholds(c, None, None)
+    t = c.thresholds_for(None, None)
     assert t.kl_div == 0.0025
-    assert resolve_thresholds(c, None, None, "deterministic").kl_div == 1e-9
+    assert c.thresholds_for(None, None, "deterministic").kl_div == 1e-9
     assert c.thresholds_for(None, None, "deterministic").golden.max_abs_delta == 1e-5
     # Golden's per-position KL limit bounds the 99.9th percentile by default and every position when deterministic.
     assert t.golden.logit_kl_stat == "p999"
     assert c.thresholds_for(None, None, "deterministic").golden.logit_kl_stat == "max"
-    assert Config.from_mapping({}) == dataclasses.replace(c, source="<config>")
+    assert from_mapping({}) == dataclasses.replace(c, source="<config>")
 
 
 def test_example_file_loads_and_resolves_overrides() -> None:
@@ -44,7 +44,7 @@ def test_example_file_loads_and_resolves_overrides() -> None:
 
 
 def test_threshold_overrides_by_model_and_tp() -> None:
-    c = Config.from_mapping(
+    c = from_mapping(
         {
             "thresholds": {
                 "default": {"max_token_k3": 0.8},
@@ -67,7 +67,7 @@ def test_threshold_overrides_by_model_and_tp() -> None:
 
 def _error(data: Any) -> str:
     with pytest.raises(ConfigError) as info:
-        Config.from_mapping(data, source="precision.yml")
+        from_mapping(data, source="precision.yml")
     return str(info.value)
 
 
@@ -113,7 +113,7 @@ def _error(data: Any) -> str:
 )
 def test_validation_messages_name_file_key_and_fix(data: Any, expected: str | None) -> None:
     if expected is None:
-        Config.from_mapping(data, source="precision.yml")  # a single string is a one-item list
+        from_mapping(data, source="precision.yml")  # a single string is a one-item list
         return
     message = _error(data)
     assert expected in message

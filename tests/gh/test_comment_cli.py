@@ -13,8 +13,8 @@ from precisionbot.cli import main
 from precisionbot.commands.github import ActionEnv, comment_action
 from precisionbot.config import Config
 from precisionbot.report import COMMENT_MARKER
-from precisionbot.resultdir import write_result
 from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult, Verdict
+from precisionbot.results.directory import write_result
 from tests.gh.conftest import rest
 from tests.gh.test_workflow import parse_outputs
 from tests.support.fake_github import FakeGitHub
@@ -215,7 +215,7 @@ def test_results_judged_with_another_config_are_flagged(fake_github: FakeGitHub,
     from dataclasses import replace
 
     from precisionbot.gh.provenance import config_digest
-    from precisionbot.resultdir import read_result
+    from precisionbot.results.directory import read_result
 
     base = tmp_path / "precision.yml"
     base.write_text("thresholds:\n  default:\n    kl_div: 0.0025\n")

@@ -11,8 +11,8 @@ import pytest
 
 from precisionbot.commands.github import ActionEnv, comment_action
 from precisionbot.config import Config
-from tests.core.test_verification import forged_dir
 from tests.gh.conftest import rest
+from tests.report.test_verify import forged_dir
 from tests.support.fake_github import FakeGitHub
 
 

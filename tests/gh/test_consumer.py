@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from precisionbot.config import Config, GitHubConfig
+from precisionbot.config import Config, GitHubConfig, from_mapping
 from precisionbot.errors import DataError
 from precisionbot.gh.api import IssueEvent, PullInfo
 from precisionbot.gh.event import Event, parse_event
@@ -179,7 +179,7 @@ def test_consumer(event: Event, fact: Facts, expected: dict[str, Any], request: 
 
 
 def test_fork_label_never_puts_fork_code_on_a_pool() -> None:
-    pool = Config.from_mapping({"runner": {"kind": "pool"}, "github": {"paths": ["**"]}})
+    pool = from_mapping({"runner": {"kind": "pool"}, "github": {"paths": ["**"]}})
     decision = decide(run_event(fork=True), FORK_LABELED, pool)
     assert not decision.run and "persistent pool" in decision.reason
     assert decide(run_event(), facts(matched_path="x"), pool).run  # same-repository code may use the pool

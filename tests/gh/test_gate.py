@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from precisionbot.config import Config, GitHubConfig
+from precisionbot.config import Config, GitHubConfig, from_mapping
 from precisionbot.errors import ConfigError
 from precisionbot.gh.api import PullInfo
 from precisionbot.gh.event import Event, parse_event
@@ -371,7 +371,7 @@ def test_schedule_without_github_sha_is_a_config_error() -> None:
 
 
 def test_fork_code_never_runs_on_a_persistent_pool() -> None:
-    pool = Config.from_mapping({"runner": {"kind": "pool"}, "github": {"paths": ["**"]}})
+    pool = from_mapping({"runner": {"kind": "pool"}, "github": {"paths": ["**"]}})
     fork_rerun = decide(comment_event(f"/precision rerun sha={HEAD}"), facts(pull=pull(fork=True)), pool)
     assert not fork_rerun.run and fork_rerun.reply and "persistent pool" in fork_rerun.reply
     label = pr_event("labeled", fork=True, label="precision-safe-to-test")

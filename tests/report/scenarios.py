@@ -1,6 +1,6 @@
 """Hand-built run results for the report tests: one per comment path (they are data, not engine output).
 
-The numbers are chosen to look like the real thing (seed 001's Falcon case for the restore bug, bf16-noise
+The numbers are chosen to look like the real thing (the cache bug of docs/background.md for the restore bug, bf16-noise
 magnitudes for clean checks) and to be deterministic: the golden Markdown files depend on every digit.
 """
 
@@ -219,7 +219,7 @@ def golden_failure() -> list[ReportSection]:
             confident_flips=3,
             expected_flips=4.2,
             flips_p_value=3.3e-21,
-            # The golden check's own shapes (precisionbot.noise / baselines.judge).
+            # The golden check's own shapes (precisionbot.metrics.flips / baselines.golden_judge).
             flips_by_margin=[
                 {"bucket": "[0, 0.1)", "lo": 0.0, "hi": 0.1, "positions": 812, "flips": 22, "rate": 22 / 812},
                 {"bucket": "[0.1, 0.3)", "lo": 0.1, "hi": 0.3, "positions": 2210, "flips": 12, "rate": 12 / 2210},

@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from precisionbot.noise import poisson_sf
+from precisionbot.metrics.flips import poisson_sf
 from precisionbot.report.buckets import bucket_rows
 from precisionbot.report.evidence import Reading, flip_evidence, read_position
-from precisionbot.report.strip import LEVELS, ZERO, level, render_strip, worst_strips
+from precisionbot.report.heat_strip import LEVELS, ZERO, level, render_strip, worst_strips
 from precisionbot.results import CheckResult, PositionRecord, Verdict, WorstPosition
 
 

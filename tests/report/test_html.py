@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from precisionbot.cli import main
 from precisionbot.errors import ConfigError
 from precisionbot.report import ReportLinks, render_comment
-from precisionbot.report.charts import inline_svg
+from precisionbot.report.chart_svg import inline_svg
 from precisionbot.report.escape import ZWJ, cap, markdown_plain, markdown_text, visible
 from precisionbot.report.html import CSP, render_html
-from precisionbot.resultdir import write_result
+from precisionbot.results.directory import write_result
 from tests.report import html_scenarios, scenarios
 
 

@@ -1,4 +1,4 @@
-"""``precisionbot report`` on real result directories (written with the project's own resultdir)."""
+"""``precisionbot report`` on real result directories (written with precisionbot.results.write_result)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from precisionbot.commands import report as report_command
 from precisionbot.errors import ConfigError, DataError
-from precisionbot.resultdir import write_result
+from precisionbot.results.directory import write_result
 from tests.report import markdown, scenarios
 
 

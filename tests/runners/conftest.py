@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from precisionbot.runners.cloud import Ec2Cloud
+from precisionbot.runners.github_runners import GitHubRunnerRegistry
 from precisionbot.runners.lifecycle import Clock
-from precisionbot.runners.model import InstanceSpec, RunnerSpec
-from precisionbot.runners.registry import GitHubRunnerRegistry
+from precisionbot.runners.records import InstanceSpec, RunnerSpec
 from tests.support.fake_github import FakeGitHub
 
 TOKEN = "ghp_precisionbotTESTtoken0123456789"

@@ -13,9 +13,9 @@ import pytest
 
 from precisionbot.errors import CloudError
 from precisionbot.runners.cloud import Ec2Cloud
+from precisionbot.runners.github_runners import GitHubRunnerRegistry
 from precisionbot.runners.lifecycle import launch, reap, terminate
-from precisionbot.runners.model import new_runner_name
-from precisionbot.runners.registry import GitHubRunnerRegistry
+from precisionbot.runners.records import new_runner_name
 from tests.runners.conftest import REPO, START, TOKEN, FakeClock, instance_spec, runner_spec, seed_runner
 from tests.support.fake_github import FakeGitHub
 

@@ -1,0 +1,167 @@
+"""Run a suite's checks against an engine and assemble the ``RunResult`` (the shared check runner)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from precisionbot.baselines.signature import Signature
+from precisionbot.baselines.store import Store
+from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
+from precisionbot.checks.main_noise import apply_vs_main
+from precisionbot.checks.registry import CHECKS
+from precisionbot.checks.score import CheckOutput, judge_against_match
+from precisionbot.checks.window_step import judge_window_step
+from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
+from precisionbot.engines.base import Engine
+from precisionbot.errors import EngineError
+from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult
+from precisionbot.results.run import JUDGED_AGAINST_MATCH
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """A finished run: the result plus each check's per-position arrays."""
+
+    result: RunResult
+    records: dict[str, PositionRecord] = field(default_factory=dict)
+
+
+def run_one(ctx: CheckContext, name: str) -> CheckOutput:
+    """One check; an engine that answers badly makes it INCONCLUSIVE with the engine's error as the reason."""
+    spec = CHECKS.get(name)
+    if spec is None:
+        return CheckOutput(CheckResult.inconclusive(name, f"the {name!r} check is not available in this build"))
+    try:
+        return spec.run(ctx)
+    except EngineError as exc:
+        return CheckOutput(CheckResult.inconclusive(name, f"could not run: {exc}"))
+
+
+def relate_to_match(outputs: list[CheckOutput], limits: ThresholdSet) -> list[CheckOutput]:
+    """Apply the cache-vs-match rule when ``match`` ran in the same run."""
+    match = next((o.result for o in outputs if o.result.name == "match"), None)
+    if match is None:
+        return outputs
+    return [
+        dataclasses.replace(o, result=judge_against_match(o.result, match, limits))
+        if o.result.name in JUDGED_AGAINST_MATCH
+        else o
+        for o in outputs
+    ]
+
+
+def apply_window_step(outputs: list[CheckOutput], window: object) -> list[CheckOutput]:
+    """``match`` judged by the window-step rule when the engine reports a sliding window (``window_step``)."""
+    if not isinstance(window, int) or isinstance(window, bool) or window < 2:
+        return outputs
+    return [
+        dataclasses.replace(o, result=judge_window_step(o.result, o.record, window))
+        if o.result.name == "match" and o.record is not None
+        else o
+        for o in outputs
+    ]
+
+
+def signature_for(ctx: CheckContext) -> str:
+    """What must match for two runs to be comparable (no host facts here: the golden check adds its own)."""
+
+    suite, model = ctx.suite, ctx.model
+    return Signature.build(
+        model=None if model is None else model.path,
+        revision=None if model is None else model.revision,
+        tp=None if model is None else model.tp,
+        dtype=None if model is None else model.dtype,
+        engine_args=None if model is None else f"{ctx.config.engine.args} {model.args}".strip(),
+        corpus=suite.corpus or "builtin",
+        check_params={
+            "samples": suite.samples,
+            "max_new_tokens": suite.max_new_tokens,
+            "prompt_tokens": list(suite.prompt_tokens),
+            "seed": suite.seed,
+            **suite.conversation_params(),
+        },
+    ).digest
+
+
+def run_suite(
+    engine: Engine,
+    config: Config,
+    suite: SuiteConfig,
+    *,
+    checks: Sequence[str] | None = None,
+    profile: str | None = None,
+    model: ModelConfig | None = None,
+    store: Store | None = None,
+    progress: ProgressSink | None = None,
+    engine_info: EngineInfo | None = None,
+) -> CheckRun:
+    """Run ``checks`` (default: the suite's) in order and collect results and arrays."""
+    profile = profile or config.thresholds.profile
+    thresholds = config.thresholds_for(
+        None if model is None else model.name, None if model is None else model.tp, profile
+    )
+    if suite.kl_div is not None and profile == "default":
+        thresholds = dataclasses.replace(thresholds, kl_div=suite.kl_div)  # the suite's own (a kit's threshold)
+    ctx = CheckContext(
+        engine=engine,
+        config=config,
+        suite=suite,
+        thresholds=thresholds,
+        profile=profile,
+        model=model,
+        store=store,
+        progress=progress or NullProgress(),
+    )
+    names = tuple(checks or suite.checks)
+    ctx.progress.start(planned_units(ctx, names))
+    t0 = time.perf_counter()
+    outputs = apply_vs_main(ctx, relate_to_match([run_one(ctx, name) for name in names], ctx.thresholds))
+    wall = time.perf_counter() - t0
+    info = engine_info or EngineInfo(url=engine.url, kind=engine.kind)
+    environment: dict[str, object] = {
+        "suite": suite.name,
+        "profile": profile,
+        "samples": suite.samples,
+        "max_new_tokens": suite.max_new_tokens,
+    }
+    if model is not None:
+        environment.update(model=model.name, tp=model.tp, dtype=model.dtype)
+    try:
+        server = engine.server_info()
+        environment.update(
+            {k: v for k, v in (("engine_version", server.version), ("model_path", server.model_path)) if v is not None}
+        )
+        # SGLang's server args that the diagnosis reads (hybrid checkpoints and windows) and the report shows
+        # (the HTML report marks prefill chunks and the window on its per-position charts).
+        environment.update({k: server.raw[k] for k in ENGINE_ARGS_KEPT if k in server.raw})
+    except EngineError:
+        pass  # already reflected in the checks' verdicts
+    outputs = apply_window_step(outputs, environment.get("sliding_window_size"))
+    result = RunResult.from_checks(
+        (o.result for o in outputs),
+        signature=signature_for(ctx),
+        engine=info,
+        environment=environment,
+        extra={"timing": {"wall_s": wall}},
+    )
+    records = {o.result.name: o.record for o in outputs if o.record is not None}
+    return CheckRun(result=result, records=records)
+
+
+ENGINE_ARGS_KEPT = (
+    "enable_deterministic_inference",
+    "page_size",
+    "mamba_track_interval",
+    "mamba_ssm_dtype",
+    "sliding_window_size",
+    "swa_full_tokens_ratio",
+    "chunked_prefill_size",
+)
+"""``/server_info`` keys copied into the run's ``environment``."""
+
+
+def planned_units(ctx: CheckContext, names: Sequence[str]) -> int:
+    return sum(CHECKS[n].planned_units(ctx) if n in CHECKS else 0 for n in names)

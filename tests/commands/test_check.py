@@ -1,0 +1,241 @@
+"""``precisionbot check`` end to end against a local SGLang-shaped server: files, table, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from precisionbot.commands import check
+from precisionbot.errors import ConfigError, EngineError
+from precisionbot.gh.provenance import config_digest
+from precisionbot.results.directory import read_records, read_result
+from tests.engines.fake_sglang import Behaviour, fake_sglang
+
+SMALL = ["--samples", "3", "--max-new-tokens", "4", "--prompt-tokens", "12..20", "--quiet"]
+
+
+def _main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    check.register(sub)
+    args = parser.parse_args(["check", *argv])
+    code: int = args.handler(args)
+    return code
+
+
+def test_check_writes_result_and_arrays_and_prints_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    with fake_sglang() as (url, _):
+        code = _main(["--engine-url", url, *SMALL, "--out", str(out), "--engine-commit", "abc123"])
+    assert code == 0
+    result = read_result(out)
+    assert [c.name for c in result.checks] == ["match", "prefill_cache_hit", "decode_cache_hit"]
+    assert result.engine.url == url and result.engine.commit == "abc123" and result.engine.kind == "sglang"
+    raw = json.loads((out / "result.json").read_text())
+    for c in raw["checks"]:
+        assert set(c["stats"]) >= {"positions", "samples", "mean_k3", "p50", "p99", "p999", "max", "frac_over"}
+        assert set(c["stats"]["frac_over"]) >= {"1e-4", "1e-3", "1e-2"}
+    assert set(read_records(out)) == {"match", "prefill_cache_hit", "decode_cache_hit"}
+    assert raw["config_sha256"] == config_digest(None)  # which config judged it (the comment job compares)
+    table = capsys.readouterr().out
+    assert "match" in table and "PASS" in table and "verdict: PASS (exit 0)" in table
+
+
+def test_engine_commit_defaults_to_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PRECISIONBOT_ENGINE_COMMIT", "fedcba9")
+    with fake_sglang() as (url, _):
+        assert _main(["--engine-url", url, *SMALL, "--checks", "match", "--out", str(tmp_path)]) == 0
+    assert read_result(tmp_path).engine.commit == "fedcba9"
+
+
+def test_radix_cache_disabled_exits_inconclusive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with fake_sglang(Behaviour(disable_radix_cache=True)) as (url, _):
+        assert _main(["--engine-url", url, *SMALL, "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "radix cache disabled" in captured.out
+    # The reasons also go to stderr, once, on one line (stdout may be a captured table).
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("precisionbot: inconclusive: ")]
+    assert "radix cache disabled" in line
+
+
+def test_failing_engine_exits_one(tmp_path: Path) -> None:
+    with fake_sglang(Behaviour(mode="decode_bias", bias=0.5)) as (url, _):
+        assert _main(["--engine-url", url, *SMALL, "--checks", "match", "--out", str(tmp_path)]) == 1
+    assert read_result(tmp_path).verdict.value == "fail"
+
+
+def test_unreachable_engine_is_a_setup_error_with_the_fix(tmp_path: Path) -> None:
+    # The engine we were told to use is not there: our setup (exit 3), not an INCONCLUSIVE verdict about it.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(EngineError) as info:
+        _main(["--engine-url", f"http://127.0.0.1:{port}", *SMALL, "--out", str(tmp_path)])
+    message = str(info.value)
+    assert message.startswith("the engine is not usable, no check ran: ") and "Connection refused" in message
+    assert message.endswith("; start the server or fix --engine-url") and "\n" not in message
+    result = read_result(tmp_path)  # still written, so a report step can say why
+    assert result.verdict.value == "inconclusive" and result.engine.kind == "sglang"
+    assert all(c.reasons[0].startswith("engine unavailable: ") for c in result.checks)
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://host/x", "http://", "http://127.0.0.1:99999"])
+def test_an_invalid_engine_url_is_a_config_error(url: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"--engine-url .*; write it as http://HOST:PORT"):
+        _main(["--engine-url", url, *SMALL, "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize("url", ["notaurl", "refused"])
+def test_an_unusable_engine_is_one_stderr_line_and_exit_3(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from precisionbot.cli import main
+
+    if url == "refused":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    assert main(["check", "--engine-url", url, *SMALL, "--out", str(tmp_path)]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("precisionbot: error: ")
+    assert "fix --engine-url" in lines[0] or "write it as http://HOST:PORT" in lines[0]
+
+
+def test_a_failing_launch_command_is_a_setup_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from precisionbot.cli import main
+
+    cfg = tmp_path / "precision.yml"
+    cfg.write_text(
+        "engine:\n"
+        "  kind: sglang\n"
+        f"  launch: {sys.executable} -c 'print(24680); raise SystemExit(4)' {{port}}\n"
+        "  health_timeout_s: 30\n"
+        "models:\n"
+        "  - name: toy\n"
+        "    path: toy-model\n"
+    )
+    argv = ["check", "--engine", "launch", "--config", str(cfg), *SMALL, "--out", str(tmp_path / "o")]
+    assert main(argv) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("precisionbot: error: the engine is not usable, no check ran: engine exited with code 4")
+    assert "engine.log" in line and line.endswith(
+        "fix engine.launch in the config (or start the server yourself and pass --engine-url)"
+    )
+    assert "24680" in (tmp_path / "o" / "engine.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--checks", "mtach"], "--checks: unknown check(s) mtach"),
+        (["--samples", "0"], "--samples must be a positive integer"),
+        (["--prompt-tokens", "9..3"], "--prompt-tokens '9..3'"),
+        (["--fault", "restore-layer0-only"], "--fault and --disable-radix-cache are for the builtin engine"),
+        (["--suite", "nope"], "no suite 'nope'"),
+    ],
+)
+def test_bad_arguments_are_config_errors(argv: list[str], message: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        _main(["--engine-url", "http://127.0.0.1:9", *argv, "--out", str(tmp_path)])
+    assert message in str(info.value)
+
+
+def test_bad_config_file_is_config_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "p.yml"
+    cfg.write_text("engine:\n  kind: tgi\n")
+    with pytest.raises(ConfigError, match=r"p\.yml: key 'engine\.kind' must be one of"):
+        _main(["--config", str(cfg), "--out", str(tmp_path)])
+
+
+def test_cli_setup_error_is_one_line_and_exit_three(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from precisionbot.cli import main
+
+    code = main(["check", "--engine-url", "http://127.0.0.1:9", "--checks", "mtach", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert err.startswith("precisionbot: error: --checks: unknown check(s) mtach")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_launch_from_config_template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.chdir(ROOT)  # the template runs `python -m tests.engines.fake_sglang`
+    cfg = tmp_path / "precision.yml"
+    cfg.write_text(
+        "engine:\n"
+        "  kind: sglang\n"
+        f"  launch: {sys.executable} -m tests.engines.fake_sglang --port {{port}} {{args}}\n"
+        "  health_timeout_s: 30\n"
+        "models:\n"
+        "  - name: toy\n"
+        "    path: toy-model\n"
+    )
+    out = tmp_path / "out"
+    assert _main(["--engine", "launch", "--config", str(cfg), *SMALL, "--out", str(out)]) == 0
+    assert "fake engine starting" in (out / "engine.log").read_text()
+    result = read_result(out)
+    assert result.environment["model"] == "toy"
+
+
+def test_configured_tokenizer_without_transformers_is_a_setup_error(tmp_path: Path) -> None:
+    try:
+        import transformers  # type: ignore[import-not-found]  # noqa: F401
+
+        pytest.skip("transformers is installed")
+    except ImportError:
+        pass
+    cfg = tmp_path / "p.yml"
+    cfg.write_text("engine:\n  kind: sglang\n  tokenizer: Qwen/Qwen3-8B\n")
+    with fake_sglang() as (url, _), pytest.raises(ConfigError, match="needs the 'transformers' package"):
+        _main(["--engine-url", url, "--config", str(cfg), *SMALL, "--out", str(tmp_path / "o")])
+
+
+@pytest.mark.slow
+def test_builtin_fault_end_to_end_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from precisionbot.cli import main
+
+    out = tmp_path / "out"
+    argv = [
+        "check",
+        "--engine",
+        "builtin",
+        "--fault",
+        "restore-layer0-only",
+        "--samples",
+        "6",
+        "--model-preset",
+        "tiny",
+    ]
+    argv += ["--max-new-tokens", "16", "--prompt-tokens", "64..128", "--out", str(out)]
+    assert main(argv) == 1
+    result = read_result(out)
+    assert [c.verdict.value for c in result.checks] == ["pass", "fail", "fail"]
+    assert result.engine.kind == "builtin"
+    assert result.diagnosis and result.diagnosis[0].code == "prefill_restore"
+    assert "verdict: FAIL (exit 1)" in capsys.readouterr().out
+
+
+def test_openai_kind_against_the_builtin_server_runs_match(tmp_path: Path) -> None:
+    # `precisionbot serve` speaks enough of vLLM's API (/v1/completions, /tokenize) for --engine-kind openai.
+    from tests.support.engine_server import running_engine
+
+    with running_engine() as url:
+        argv = ["--engine-url", url, "--engine-kind", "openai", "--checks", "match", *SMALL, "--out", str(tmp_path)]
+        assert _main(argv) == 0
+    result = read_result(tmp_path)
+    (match,) = result.checks
+    assert result.engine.kind == "openai" and match.verdict.value == "pass" and match.stats["positions"] > 0
