@@ -20,6 +20,7 @@ For each part it reports, in a child process per part (so peak RSS is that part'
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import hashlib
 import itertools
@@ -54,20 +55,31 @@ CACHE = ROOT / ".cache" / "bench_client"
 PARTS = ("suite", "golden")
 
 
+SMALL = False
+"""``--small``: a seconds-long shape that checks the benchmark itself (not a figure to report)."""
+
+
 def _config() -> tuple[Config, Any]:
     config = Config.default()
-    return config, config.suite("consistency")
+    suite = config.suite("consistency")
+    if SMALL:
+        suite = dataclasses.replace(suite, samples=4, max_new_tokens=16, prompt_tokens=(128, 256))
+    return config, suite
+
+
+def _golden_options() -> GoldenOptions:
+    return GoldenOptions(context_depths=(256,), decode_steps=4) if SMALL else GoldenOptions()
 
 
 def recording_path() -> Path:
     """One recording per suite and golden shape (a change of either records anew)."""
     _, suite = _config()
-    shape = repr((suite.samples, suite.max_new_tokens, suite.prompt_tokens, suite.seed, GoldenOptions()))
+    shape = repr((suite.samples, suite.max_new_tokens, suite.prompt_tokens, suite.seed, _golden_options()))
     return CACHE / f"recording-{hashlib.sha256(shape.encode()).hexdigest()[:12]}.bin"
 
 
 def _golden_target(engine: SGLangEngine, config: Config) -> Any:
-    return golden_target(engine, config, GoldenOptions(), None, corpus.suite_documents(None))
+    return golden_target(engine, config, _golden_options(), None, corpus.suite_documents(None))
 
 
 def record(path: Path) -> None:
@@ -252,9 +264,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--record", action="store_true", help="record the answers anew")
     parser.add_argument("--record-only", action="store_true")
+    parser.add_argument("--small", action="store_true", help="a tiny shape that checks the benchmark itself")
     parser.add_argument("--child", choices=PARTS, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global SMALL
+    SMALL = args.small
     path = recording_path()
     if args.child:
         print(orjson.dumps(child(args.child, args.url, path, args.repeat)).decode())
@@ -278,6 +293,7 @@ def main() -> None:
         rows = []
         for part in PARTS:
             cmd = [sys.executable, __file__, "--child", part, "--url", url, "--repeat", str(args.repeat)]
+            cmd += ["--small"] if args.small else []
             out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800)
             rows.append(orjson.loads(out.stdout.strip().splitlines()[-1]))
     finally:
@@ -296,7 +312,7 @@ def main() -> None:
         name = "default suite (3 helpers, 32 x 512)" if r["part"] == "suite" else "golden compare"
         print(
             f"| {name} | {r['mib']:.1f} | {r['positions']:,} | {r['client_s']:.3f} | {r['floor_s']:.3f} "
-            f"({r['floor']}) | {r['client_s'] / r['floor_s']:.2f} | {1000 * r['client_s'] / r['positions']:.2f} "
+            f"({r['floor']}) | {r['client_s'] / r['floor_s']:.2f} | {1e6 * r['client_s'] / r['positions']:.1f} "
             f"| {r['rss_mib']:.0f} |"
         )
     for r in rows:

@@ -7,6 +7,7 @@ engine refuses it: retrying cannot help) and never a timeout (a hang would only 
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +19,7 @@ from precisionbot.errors import EngineError
 
 RETRY_STATUS = frozenset({503})
 _JSON_HEADERS = {"Content-Type": "application/json"}
+NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
 def error_message(response: httpx.Response) -> str:
@@ -55,6 +57,10 @@ class HttpClient:
         self.busy_s = 0.0
         """Sum of the wall time of every HTTP exchange (a benchmark figure; overlapping calls add up)."""
         limits = httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size)
+        if transport is None:
+            # httpcore writes a request's headers and body separately: with Nagle's algorithm on, the body
+            # waits for the ACK of the headers, which the engine's TCP stack may delay by up to 40 ms.
+            transport = httpx.HTTPTransport(limits=limits, socket_options=NO_DELAY, trust_env=False)
         self._client = httpx.Client(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
