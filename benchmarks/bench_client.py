@@ -57,6 +57,8 @@ PARTS = ("suite", "golden")
 
 SMALL = False
 """``--small``: a seconds-long shape that checks the benchmark itself (not a figure to report)."""
+SAMPLES: int | None = None
+"""``--samples``: fewer prompts than the default suite's 32 (same lengths; the recording is then minutes shorter)."""
 
 
 def _config() -> tuple[Config, Any]:
@@ -64,6 +66,8 @@ def _config() -> tuple[Config, Any]:
     suite = config.suite("consistency")
     if SMALL:
         suite = dataclasses.replace(suite, samples=4, max_new_tokens=16, prompt_tokens=(128, 256))
+    elif SAMPLES is not None:
+        suite = dataclasses.replace(suite, samples=SAMPLES)
     return config, suite
 
 
@@ -280,12 +284,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--record", action="store_true", help="record the answers anew")
     parser.add_argument("--record-only", action="store_true")
+    parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--samples", type=int, help="prompts in the suite (default: the default suite's 32)")
     parser.add_argument("--small", action="store_true", help="a tiny shape that checks the benchmark itself")
     parser.add_argument("--child", choices=PARTS, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    global SMALL
-    SMALL = args.small
+    global SMALL, SAMPLES
+    SMALL, SAMPLES = args.small, args.samples
     path = recording_path()
     if args.child:
         print(orjson.dumps(child(args.child, args.url, path, args.repeat)).decode())
@@ -310,6 +316,7 @@ def main() -> None:
         for part in PARTS:
             cmd = [sys.executable, __file__, "--child", part, "--url", url, "--repeat", str(args.repeat)]
             cmd += ["--small"] if args.small else []
+            cmd += ["--samples", str(args.samples)] if args.samples else []
             out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800)
             rows.append(orjson.loads(out.stdout.strip().splitlines()[-1]))
     finally:
@@ -325,7 +332,8 @@ def main() -> None:
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        name = "default suite (3 helpers, 32 x 512)" if r["part"] == "suite" else "golden compare"
+        samples = args.samples or 32
+        name = f"suite (3 helpers, {samples} x 512)" if r["part"] == "suite" else "golden compare"
         print(
             f"| {name} | {r['mib']:.1f} | {r['positions']:,} | {r['client_s']:.3f} ({r['client_cpu_s']:.3f}) "
             f"| {r['floor_s']:.3f} "
@@ -334,6 +342,8 @@ def main() -> None:
         )
     for r in rows:
         print(f"{r['part']}: {r['verdicts']}; every run s: {', '.join(f'{t:.3f}' for t in r['client_all_s'])}")
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(rows))
 
 
 if __name__ == "__main__":
