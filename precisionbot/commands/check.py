@@ -67,6 +67,11 @@ def register(subparsers: Any) -> None:
         metavar="SHA",
         help="engine commit under test, shown in reports (default: $PRECISIONBOT_ENGINE_COMMIT, as baseline record)",
     )
+    p.add_argument(
+        "--base-ref",
+        metavar="REF",
+        help="baselines.mode merge-base: what the PR merges into (default: baselines.base_ref, origin/main)",
+    )
     p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"result directory (default {DEFAULT_OUT})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
@@ -141,6 +146,7 @@ def open_engine(config: Config, args: argparse.Namespace, model: ModelConfig | N
         engine: Any = BuiltinEngine(
             faults=tuple(args.fault) or config.engine.faults,
             disable_radix_cache=args.disable_radix_cache,
+            flags=_dumper_flags() if config.localize.enabled else None,
             **engine_kwargs(args),
             **common,
         )
@@ -176,6 +182,34 @@ def open_engine(config: Config, args: argparse.Namespace, model: ModelConfig | N
     kind = args.engine_kind or ("sglang" if e.kind == "builtin" else e.kind)
     with _client(kind, url, common) as engine:
         yield engine
+
+
+def _dumper_flags() -> Any:
+    """The builtin engine launched as localize needs it (docs/localize.md): routes, all modules, no graphs."""
+    from precisionbot.builtin.dumper_config import DumperConfig, RuntimeFlags
+
+    return RuntimeFlags(True, True, DumperConfig(server_port="reuse", non_intrusive_mode="all"))
+
+
+def _localize_failure(result: RunResult, url: str, config: Config, out: Path) -> RunResult:
+    """``localize:`` in the config: the first failing consistency helper's two paths, localized on the same
+    engine; the finding (or why there is none) goes into result.json as ``localization``."""
+    from precisionbot.errors import PrecisionbotError
+    from precisionbot.localize.run import HELPER_PATHS, Settings, localize_engines
+    from precisionbot.results import Verdict
+
+    failing = next((c for c in result.checks if c.verdict is Verdict.FAIL and c.name in HELPER_PATHS), None)
+    if failing is None:
+        return result
+    lc = config.localize
+    settings = Settings(HELPER_PATHS[failing.name], lc.prompt_tokens, lc.max_new_tokens, 24, lc.disk_floor_gib)
+    record: dict[str, Any] = {"check": failing.name}
+    try:
+        record |= localize_engines(url, None, settings, out / "localize").summary
+    except PrecisionbotError as exc:
+        record["error"] = str(exc)
+        print(f"precisionbot: localize: {exc}", file=sys.stderr)
+    return dataclasses.replace(result, extra={**result.extra, "localization": record})
 
 
 def _check_url(url: str, source: str) -> None:
@@ -236,6 +270,13 @@ def run(args: argparse.Namespace) -> int:
     store = open_store(args.baseline_store or config.baselines.store)
     records: dict[str, Any] = {}
     started = False
+    ab: Any = None
+    if config.baselines.mode == "merge-base":
+        from precisionbot.commands.merge_base import live_baseline
+
+        stored = store
+        store, ab_meta, ab_wall = live_baseline(config, args, suite, model, out / "merge-base", _client)
+        ab = (stored, ab_meta, ab_wall)
     try:
         with open_engine(config, args, model, out) as engine:
             progress = TerminalProgress(sys.stderr)
@@ -259,6 +300,8 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 progress.close()
             result, records = done.result, done.records
+            if config.localize.enabled:
+                result = _localize_failure(result, engine.url, config, out)
     except EngineError as exc:
         # The engine would not start or answer: a result about the engine, not an error of ours.
         reason = f"engine unavailable: {exc}"
@@ -275,11 +318,31 @@ def run(args: argparse.Namespace) -> int:
         if not started:
             write_result(out, result)  # so a report step can still say why
             raise _unusable(exc, args, config) from exc
-    result = result.with_diagnosis(diagnose(result.checks, engine=result.environment))
+    localization = result.extra.get("localization")
+    result = result.with_diagnosis(diagnose(result.checks, engine=result.environment, localization=localization))
+    if ab is not None and started:
+        from precisionbot.checks.ab import ab_summary
+
+        stored, ab_meta, ab_wall = ab
+        timing = result.extra.get("timing")
+        wall = ab_wall + (float(timing.get("wall_s", 0.0)) if isinstance(timing, dict) else 0.0)
+        fingerprint = result.extra.get("fingerprint")
+        summary = ab_summary(
+            ab_meta,
+            base_ref=args.base_ref or config.baselines.base_ref,
+            wall_s=wall,
+            fingerprint=fingerprint if isinstance(fingerprint, dict) else {},
+            stored=stored,
+        )
+        result = dataclasses.replace(result, extra={**result.extra, "ab": summary})
     # Which config judged this run, so the comment job can tell a PR-modified one (gh/provenance.py).
     result = dataclasses.replace(result, extra={**result.extra, provenance.KEY: provenance.config_digest(args.config)})
     write_result(out, result, records)
     print(render_table(result, out))
+    if isinstance(result.extra.get("ab"), dict):
+        from precisionbot.report.rows import ab_text
+
+        print(ab_text(result.extra["ab"]))
     if result.verdict.value == "inconclusive":
         print(f"precisionbot: inconclusive: {inconclusive_reasons(result)}", file=sys.stderr)
     return result.verdict.exit_code

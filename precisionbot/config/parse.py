@@ -10,6 +10,7 @@ from typing import Any
 
 from precisionbot.config.fields import Reader, freeze_mapping
 from precisionbot.config.settings import (
+    BASELINE_MODES,
     DEFAULT_PROFILES,
     DEFAULT_SUITES,
     ENGINE_KINDS,
@@ -26,6 +27,7 @@ from precisionbot.config.settings import (
     GoldenOptions,
     GoldenThresholds,
     LayersOptions,
+    LocalizeConfig,
     ModelConfig,
     PermissionsConfig,
     RunnerConfig,
@@ -44,7 +46,7 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0
 def parse_config(data: Any, source: str) -> Config:
     """Validate a parsed YAML mapping into a ``Config`` (``ConfigError`` naming file, key and fix)."""
     root = Reader(data, source, "")
-    root.only({"engine", "models", "suites", "thresholds", "baselines", "github", "runner"})
+    root.only({"engine", "models", "suites", "thresholds", "baselines", "github", "runner", "localize"})
     runner = _parse_runner(root.section("runner"), RunnerConfig())
     suites = dict(DEFAULT_SUITES)
     suites_r = root.section("suites")
@@ -71,7 +73,22 @@ def parse_config(data: Any, source: str) -> Config:
         baselines=_parse_baselines(root.section("baselines")),
         github=github,
         runner=runner,
+        localize=_parse_localize(root.section("localize")),
         source=source,
+    )
+
+
+def _parse_localize(r: Reader) -> LocalizeConfig:
+    d = LocalizeConfig()
+    r.only({f.name for f in dataclasses.fields(LocalizeConfig)})
+    new_tokens = r.positive_int("max_new_tokens", d.max_new_tokens)
+    if new_tokens < 2:
+        raise r.error("max_new_tokens", f"must be >= 2 (got {new_tokens})", "the first decode step consumes token 2")
+    return LocalizeConfig(
+        enabled=r.boolean("enabled", d.enabled),
+        prompt_tokens=r.positive_int("prompt_tokens", d.prompt_tokens),
+        max_new_tokens=new_tokens,
+        disk_floor_gib=r.positive_float("disk_floor_gib", d.disk_floor_gib),
     )
 
 
@@ -93,6 +110,8 @@ def _parse_baselines(r: Reader) -> BaselinesConfig:
         vs_main=r.boolean("vs_main", d.vs_main),
         vs_main_alpha=alpha,
         vs_main_min_ratio=min_ratio,
+        mode=r.choice("mode", d.mode, BASELINE_MODES),
+        base_ref=r.string("base_ref", d.base_ref),
     )
 
 
@@ -111,6 +130,7 @@ def _parse_engine(r: Reader) -> EngineConfig:
         url=r.opt_string("url", d.url),
         launch=launch,
         install=r.opt_string("install", d.install),
+        checkout=r.string("checkout", d.checkout),
         args=r.string("args", d.args),
         health_timeout_s=r.positive_float("health_timeout_s", d.health_timeout_s, maximum=MAX_TIMEOUT_S),
         request_timeout_s=r.positive_float("request_timeout_s", d.request_timeout_s, maximum=MAX_TIMEOUT_S),

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from precisionbot.errors import GitHubError
-from precisionbot.gh.api import Comment, IssueEvent, PullInfo, effective_permission
+from precisionbot.gh.api import Comment, IssueEvent, PullInfo, Review, effective_permission
 
 T = TypeVar("T")
 
@@ -131,6 +131,21 @@ class RestGitHub:
                 return
             page += 1
 
+    def reviews(self, number: int) -> Iterator[Review]:
+        page = 1
+        while True:
+            call = f"GET pulls/{number}/reviews page {page}"
+            data = self._get(call, f"/pulls/{number}/reviews?per_page=100&page={page}") or []
+            for item in data:
+                yield Review(
+                    user=str((item.get("user") or {}).get("login", "")),
+                    state=str(item.get("state", "")).upper(),
+                    commit_id=str(item.get("commit_id") or ""),
+                )
+            if len(data) < 100:
+                return
+            page += 1
+
     def permission(self, user: str) -> str:
 
         path = f"/collaborators/{urllib.parse.quote(user, safe='')}/permission"
@@ -181,6 +196,8 @@ def _pull_info(data: dict[str, Any]) -> PullInfo:
         author=str((data.get("user") or {}).get("login", "")),
         labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
         state=str(data.get("state", "open")),
+        merged=data.get("merged") is True or bool(data.get("merged_at")),
+        merge_commit_sha=str(data["merge_commit_sha"]) if data.get("merge_commit_sha") else None,
     )
 
 
