@@ -17,6 +17,9 @@ from precisionbot.builtin.flags import add_engine_flags
 from precisionbot.commands.store_option import add_store_option
 from precisionbot.fmt import sig
 
+CONFIG_STORE = "baselines.store"
+"""``--replaces-from`` given alone: read the replaced baseline from the config's ``baselines.store``."""
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("baseline", help="record, list, show and trace golden and helper baselines")
@@ -58,6 +61,14 @@ def register(subparsers: Any) -> None:
     )
     rec.add_argument("--accepted-by", metavar="LOGIN", help="with --accept-reason: the maintainer who accepted it")
     rec.add_argument("--pr", type=int, metavar="N", help="with --accept-reason: the merged PR whose numbers these are")
+    rec.add_argument(
+        "--replaces-from",
+        nargs="?",
+        const=CONFIG_STORE,
+        metavar="URI",
+        help="with --accept-reason: the store whose current baseline the accepted run replaces (default: --store; "
+        "alone: the config's baselines.store, where `baseline publish` writes a staged run)",
+    )
     rec.set_defaults(handler=_record)
 
     pub = sub.add_parser(
@@ -145,7 +156,13 @@ def _record(args: argparse.Namespace) -> int:
         target = golden_target(engine, config, suite.golden, model, documents)
         audit = None
         if accepting:
-            replaced = select_baseline(store, target.model, target.signature().digest)
+            # A CI run records into a staging store that `baseline publish` copies into baselines.store later:
+            # the reference it replaces is the one in the store it will join, not the (empty) staging one.
+            reference = store
+            if args.replaces_from is not None:
+                uri = config.baselines.store if args.replaces_from == CONFIG_STORE else args.replaces_from
+                reference = open_store(str(uri))
+            replaced = select_baseline(reference, target.model, target.signature().digest)
             audit = audit_record(
                 reason=args.accept_reason,
                 by=args.accepted_by,

@@ -44,6 +44,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--profile", choices=("default", "deterministic"), help="threshold profile")
     add_store_option(p, help="baseline store: golden's baselines and the per-commit cache")
     p.add_argument(
+        "--cache",
+        metavar="URI",
+        help="where the per-commit outcomes are cached (default: the baseline store); a CI job whose store is "
+        "read-only names a folder of its own here",
+    )
+    p.add_argument(
         "--log-dir", metavar="DIR", default="precisionbot-out/bisect", help="install and engine logs per commit"
     )
     p.add_argument("--out", metavar="FILE", help="also write the steps and the answer as JSON (for a PR comment)")
@@ -125,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
             open_at, sha, config, suite, model=model, store=store, profile=args.profile or config.thresholds.profile
         )
 
-    bisect(search, test, cache=store, key=key, on_step=line)
+    cache = open_store(args.cache) if args.cache else store
+    bisect(search, test, cache=cache, key=key, on_step=line)
     answer = search.first_bad()
     steps = "; ".join(f"{s.sha[:12]} {s.outcome} {numbers_text(s)}".rstrip() for s in search.steps) or "none"
     bound = f"{len(search.steps)} steps (bound {search.max_steps})"

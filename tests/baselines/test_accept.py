@@ -59,3 +59,31 @@ def test_accept_records_the_new_reference_with_an_audit_trail(
     assert rows[1]["accepted"]["by"] == "alice" and rows[1]["golden_vs_first"]["kl_mean"] > 0
     assert main(["baseline", "history", "--store", str(store)]) == 0
     assert "PR #12 by alice: fp32 router GEMM" in capsys.readouterr().out
+
+
+def test_a_staged_accept_names_the_baseline_of_the_store_it_is_published_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The workflow records `/precision accept` into a staging store (the GPU job runs the engine's code) and a
+    job running only precisionbot publishes it: the audit must name the reference in baselines.store, which
+    the empty staging store does not hold."""
+    config = tmp_path / "precision.json"
+    store = tmp_path / "store"
+    config.write_text(json.dumps({"suites": {"b": SUITE}, "baselines": {"store": str(store), "helper_reruns": 0}}))
+    engine = ["--engine", "builtin", "--model-preset", "tiny"]
+    record = ["baseline", "record", "--config", str(config), "--suite", "b", *engine]
+    assert main([*record, "--engine-commit", "a" * 40]) == 0
+    (first,) = list_runs(open_store(str(store)))
+    accept = ["--accept-reason", "fp32 router GEMM", "--accepted-by", "alice", "--pr", "12"]
+    staged = [*record, "--fault", "mantissa=2", "--engine-commit", "b" * 40, *accept]
+
+    # Without --replaces-from the staging store is the reference: nothing to replace, which would be wrong.
+    assert main([*staged, "--store", str(tmp_path / "naive")]) == 0
+    assert "replaces no earlier baseline" in capsys.readouterr().out
+
+    assert main([*staged, "--store", str(tmp_path / "stage"), "--replaces-from"]) == 0
+    assert "replaces " + first.run_id in capsys.readouterr().out
+    assert main(["baseline", "publish", str(tmp_path / "stage"), "--config", str(config)]) == 0
+    newest = list_runs(open_store(str(store)))[0]
+    audit = accepted(newest)
+    assert audit is not None and audit["replaces"]["run_id"] == first.run_id and audit["pr"] == 12

@@ -148,3 +148,22 @@ def test_bisect_refuses_commits_it_cannot_order(
     assert "is not an ancestor of --bad" in capsys.readouterr().err
     assert main(["bisect", "--good", "deadbeef", "--bad", shas[0], "--config", str(config)]) == 3
     assert "--good 'deadbeef' is not a commit of" in capsys.readouterr().err
+
+
+def test_bisect_caches_elsewhere_when_the_store_is_read_only(
+    engine_repo: tuple[Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The workflow's GPU job reads baselines with a read-only role: `--cache` keeps the per-commit outcomes in
+    a folder of the job's own (uploaded with the results) and the store is never written."""
+    repo, shas = engine_repo
+    config = write_config(tmp_path / "precision.json", repo)
+    store = tmp_path / "store"
+    store.mkdir()
+    cache = tmp_path / "cache"
+    argv = ["bisect", "--good", shas[0], "--bad", shas[-1], "--config", str(config), *ARGS, "--cache", str(cache)]
+    assert main([*argv, "--log-dir", str(tmp_path / "logs")]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"first bad commit: {shas[5]}")
+    assert list(store.iterdir()) == []  # nothing written where the job may only read
+    assert len(list(cache.rglob("*.json"))) == 3
+    assert main(argv) == 0
+    assert capsys.readouterr().err.count("(cached)") == 3

@@ -50,6 +50,9 @@ def test_outputs_are_declared_from_the_run_step() -> None:
         "mode",
         "matrix",
         "reason",
+        "bisect_good",
+        "accept_reason",
+        "accepted_by",
         "verdict",
         "comment-url",
         "label",
@@ -292,3 +295,146 @@ def test_the_gpu_job_runs_pr_code_only_as_the_pr_user() -> None:
     assert upload["uses"].startswith("actions/upload-artifact@")
     assert upload["with"]["path"] == "${{ runner.temp }}/precision-results/"
     assert "$RUNNER_TEMP/precision-results" in steps[collect]["run"]
+
+
+GPU_STEP = "Install and check the PR's engine, as the PR user"
+
+
+def _precision_jobs() -> dict[str, Any]:
+    return jobs_of(yaml.safe_load((ROOT / "examples" / "workflows" / "precision.yml").read_text()))
+
+
+def test_bisect_runs_on_the_gpu_runner_as_the_pr_user_and_posts_from_a_job_without_pr_code() -> None:
+    """/precision bisect (docs/github.md): the gpu job (launched and terminated like any run) builds each
+    commit as the PR user, with full history; a separate job that runs no engine code posts bisect.md."""
+    jobs = _precision_jobs()
+    plan = jobs["plan"]["outputs"]
+    assert plan["bisect_good"] == "${{ steps.plan.outputs.bisect_good }}"
+    gpu = jobs["gpu"]
+    checkout = gpu["steps"][0]["with"]
+    assert checkout["fetch-depth"] == "${{ needs.plan.outputs.mode == 'bisect' && '0' || '1' }}"
+    (step,) = [s for s in gpu["steps"] if s.get("name") == "Install and check the PR's engine, as the PR user"]
+    assert step["env"]["BISECT_GOOD"] == "${{ needs.plan.outputs.bisect_good }}"
+    script = step["run"]
+    bisect_case = script[script.index("bisect)") : script.index(";;", script.index("bisect)"))]
+    for flag in ('--good "$good"', '--bad "$SHA"', '--out "results/$CELL/bisect.json"', "--cache", "--comment"):
+        assert flag in bisect_case, flag
+    assert 'git merge-base "origin/$DEFAULT_BRANCH" "$SHA"' in bisect_case  # no good= in the comment
+    assert script.index(PR_SH) > script.index("esac")  # every mode runs through pr.sh as the PR user
+    # Launch and terminate do not depend on the mode: a bisect gets its instance and always gives it back.
+    assert "mode" not in jobs["launch"]["if"] and "mode" not in jobs["terminate"]["if"]
+
+    post = jobs["bisect-comment"]
+    assert post["needs"] == ["plan", "gpu"]
+    assert post["if"] == "always() && needs.plan.outputs.run == 'true' && needs.plan.outputs.mode == 'bisect'"
+    assert post["permissions"] == {"pull-requests": "write"}
+    assert "environment" not in post and "secrets." not in str(post)
+    # No checkout, nothing installed: the job downloads the artifact and posts its Markdown as text.
+    uses = [s["uses"] for s in post["steps"] if "uses" in s]
+    assert len(uses) == 1 and uses[0].startswith("actions/download-artifact@")
+    (poster,) = [s for s in post["steps"] if "run" in s]
+    assert "results/*/bisect.md" in poster["run"] and "--body-file" in poster["run"]
+    assert poster["env"]["PR"] == "${{ needs.plan.outputs.pr }}"
+    # The sticky check comment and the report are for check runs only.
+    for name in ("report", "comment"):
+        assert "needs.plan.outputs.mode == 'check'" in jobs[name]["if"], name
+
+
+def test_accept_records_the_merge_commit_through_env_and_publishes_only_from_our_code() -> None:
+    """/precision accept: the reason is comment text, so it reaches `baseline record` as an environment
+    variable and argv, never spliced into a script; the store is written only by the publish job, which runs
+    on the plan's accept (or baseline) decision and runs no engine code."""
+    jobs = _precision_jobs()
+    plan = jobs["plan"]["outputs"]
+    assert plan["accept_reason"] == "${{ steps.plan.outputs.accept_reason }}"
+    assert plan["accepted_by"] == "${{ steps.plan.outputs.accepted_by }}"
+    for path in WORKFLOWS:
+        for job in jobs_of(yaml.safe_load(path.read_text())).values():
+            for s in job.get("steps", []):
+                assert "accept_reason" not in s.get("run", ""), path
+                assert "ACCEPT_REASON }}" not in s.get("run", ""), path
+    (step,) = [s for s in jobs["gpu"]["steps"] if s.get("name") == GPU_STEP]
+    assert step["env"]["ACCEPT_REASON"] == "${{ needs.plan.outputs.accept_reason }}"
+    assert step["env"]["ACCEPTED_BY"] == "${{ needs.plan.outputs.accepted_by }}"
+    script = step["run"]
+    accept_case = script[script.index("accept)") : script.index(";;", script.index("accept)"))]
+    for flag in (
+        '--accept-reason "$ACCEPT_REASON"',
+        '--accepted-by "$ACCEPTED_BY"',
+        '--pr "$PR"',
+        '--engine-commit "$SHA"',
+        '--store "results/$CELL/store"',  # staged: the gpu job's role cannot write the store
+        "--replaces-from",  # the audit names the reference in baselines.store, not in the empty staging store
+    ):
+        assert flag in accept_case, flag
+    publish = jobs["publish-baseline"]
+    assert publish["needs"] == ["plan", "gpu"]
+    assert "needs.plan.outputs.run == 'true'" in publish["if"]
+    assert "needs.plan.outputs.mode == 'accept'" in publish["if"]
+    assert "always()" not in publish["if"]  # a failed recording publishes nothing
+    assert publish["environment"] == "precisionbot"
+    assert publish["steps"][-1]["with"]["command"] == "baseline publish"
+    assert all("run" not in s for s in publish["steps"])  # only actions: checkout, download, AWS, precisionbot
+    # Only the publish job may assume the writer role.
+    writers = [n for n, j in jobs.items() if "PRECISIONBOT_BASELINE_WRITER_ROLE_ARN" in str(j)]
+    assert writers == ["publish-baseline"]
+
+
+def test_plan_outputs_for_bisect_and_accept_are_declared_by_the_action() -> None:
+    for name in ("bisect_good", "accept_reason", "accepted_by"):
+        assert ACTION["outputs"][name]["value"] == "${{ steps.run.outputs." + name + " }}"
+
+
+def run_gpu_step(tmp_path: Path, **env: str) -> list[str]:
+    """Runs the gpu job's PR-user step with pr.sh replaced by a script that records its argv: what precisionbot
+    would receive, as the PR user, after the runner user's bash has seen every value."""
+    (step,) = [s for s in _precision_jobs()["gpu"]["steps"] if s.get("name") == GPU_STEP]
+    argv_file = tmp_path / "argv"
+    fake = tmp_path / "pr.sh"
+    fake.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done > {argv_file}\n')
+    fake.chmod(0o755)
+    script = step["run"].replace(PR_SH, str(fake))
+    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CELL": "0", "SUITE": "pr", "MODEL": "m"}
+    base |= {"CHECKS": "match,golden", "SAMPLES": "4", "PR": "7", "DEFAULT_BRANCH": "main", "SHA": "b" * 40}
+    subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=base | env, check=True)
+    argv = argv_file.read_bytes().split(b"\0")[:-1]
+    assert [a.decode() for a in argv[:5]] == ["run", "--", "bash", "-euo", "pipefail"]
+    assert argv[5] == b"-c" and argv[7] == b"precisionbot"
+    return [a.decode() for a in argv[8:]]
+
+
+def test_the_accept_reason_reaches_baseline_record_as_one_argument_unevaluated(tmp_path: Path) -> None:
+    reason = "fp32 router GEMM\"; touch pwned; $(touch pwned2) `touch pwned3` '"
+    args = run_gpu_step(tmp_path, MODE="accept", ACCEPT_REASON=reason, ACCEPTED_BY="alice", BISECT_GOOD="")
+    assert args[:2] == ["baseline", "record"]
+    assert args[args.index("--accept-reason") + 1] == reason
+    assert args[args.index("--accepted-by") + 1] == "alice" and args[args.index("--pr") + 1] == "7"
+    assert args[args.index("--engine-commit") + 1] == "b" * 40 and "--replaces-from" in args
+    assert not list(tmp_path.glob("pwned*"))
+
+
+def test_bisect_defaults_good_to_the_merge_base_with_the_default_branch(tmp_path: Path) -> None:
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(tmp_path)], check=True)
+    for n in range(3):
+        subprocess.run([*git, "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", f"c{n}"], check=True)
+    base = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD~1"], capture_output=True, text=True)
+    subprocess.run(["git", "-C", str(tmp_path), "update-ref", "refs/remotes/origin/main", "HEAD~1"], check=True)
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True)
+    sha = head.stdout.strip()
+
+    args = run_gpu_step(tmp_path, MODE="bisect", SHA=sha, BISECT_GOOD="", ACCEPT_REASON="", ACCEPTED_BY="")
+    assert args[0] == "bisect" and args[args.index("--good") + 1] == base.stdout.strip()
+    assert args[args.index("--bad") + 1] == sha and args[args.index("--model") + 1] == "m"
+    assert args[args.index("--comment") + 1] == "results/0/bisect.md"
+    assert args[args.index("--cache") + 1] == "results/0/bisect-cache"
+    assert (tmp_path / "results" / "0").is_dir()  # bisect writes its files there; pr.sh copies the workspace
+
+    args = run_gpu_step(tmp_path, MODE="bisect", SHA=sha, BISECT_GOOD="abc1234", ACCEPT_REASON="", ACCEPTED_BY="")
+    assert args[args.index("--good") + 1] == "abc1234"
+
+
+def test_check_mode_is_unchanged(tmp_path: Path) -> None:
+    args = run_gpu_step(tmp_path, MODE="check", BISECT_GOOD="", ACCEPT_REASON="", ACCEPTED_BY="")
+    assert args[:2] == ["check", "--config"] and "--accept-reason" not in args and "--good" not in args
+    assert args[args.index("--out") + 1] == "results/0"
