@@ -222,7 +222,7 @@ def _parse_suite(r: Reader, name: str) -> SuiteConfig:
     )
 
 
-_SET_KEYS = {f.name for f in dataclasses.fields(ThresholdSet)}
+_SET_KEYS = {f.name for f in dataclasses.fields(ThresholdSet)} - {"kl_div_key"}
 _GOLDEN_KEYS = {f.name for f in dataclasses.fields(GoldenThresholds)}
 
 

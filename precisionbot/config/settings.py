@@ -259,11 +259,15 @@ class ThresholdSet:
     """batch_invariance: max |Δ logprob| over shared top-k between batch shapes."""
     layers_rel_diff: float = 1e-3
     golden: GoldenThresholds = GoldenThresholds()
+    kl_div_key: str = dataclasses.field(default="kl_div", compare=False)
+    """The config key ``kl_div`` came from (``kl_div_prefill`` after ``for_check``), so a reason names the key a
+    user sets to change it; not itself a config key."""
 
     def for_check(self, name: str) -> ThresholdSet:
         """The set a helper is judged by: its per-phase ``kl_div_prefill``/``kl_div_decode`` when set."""
-        phase = {"prefill_cache_hit": self.kl_div_prefill, "decode_cache_hit": self.kl_div_decode}.get(name)
-        return self if phase is None else dataclasses.replace(self, kl_div=phase)
+        key = {"prefill_cache_hit": "kl_div_prefill", "decode_cache_hit": "kl_div_decode"}.get(name)
+        phase = getattr(self, key) if key is not None else None
+        return self if phase is None else dataclasses.replace(self, kl_div=phase, kl_div_key=str(key))
 
 
 DEFAULT_PROFILES: Mapping[str, ThresholdSet] = {

@@ -239,3 +239,21 @@ def test_openai_kind_against_the_builtin_server_runs_match(tmp_path: Path) -> No
     result = read_result(tmp_path)
     (match,) = result.checks
     assert result.engine.kind == "openai" and match.verdict.value == "pass" and match.stats["positions"] > 0
+
+
+def test_the_table_labels_golden_kl_and_helper_k3(tmp_path: Path) -> None:
+    """The console shows the numbers the comment shows: golden's KL (not its per-token k3), each row labelled."""
+    from precisionbot.results import CheckResult, EngineInfo, RunResult, Verdict
+
+    helper = CheckResult(name="match", verdict=Verdict.PASS, stats={"mean_k3": 1e-5, "p99": 2e-5, "max": 3e-5})
+    golden = CheckResult(
+        name="golden",
+        verdict=Verdict.PASS,
+        stats={"mean_k3": 0.231, "p99": 0.786, "max": 0.889, "kl_mean": 0.022, "kl_p99": 0.1, "kl_max": 0.14},
+    )
+    result = RunResult.from_checks([helper, golden], signature="", engine=EngineInfo(url="", kind="sglang"))
+    lines = check.render_table(result, tmp_path).splitlines()
+    assert lines[0].split() == ["check", "verdict", "measure", "mean", "p99", "max", "k3>1e-2", "cache"]
+    assert lines[1].split()[:6] == ["match", "PASS", "k3", "1.00e-05", "2.00e-05", "3.00e-05"]
+    assert lines[2].split()[:6] == ["golden", "PASS", "KL", "0.022", "0.1", "0.14"]
+    assert "0.786" not in lines[2]
