@@ -24,7 +24,18 @@ from precisionbot.gh.workflow import log_text
 
 EXIT_SETUP_ERROR = 3
 
-COMMANDS = ("serve", "check", "baseline", "report", "demo", "github", "runner", "calibrate", "thresholds")
+COMMANDS = (
+    "serve",
+    "check",
+    "baseline",
+    "report",
+    "demo",
+    "github",
+    "runner",
+    "calibrate",
+    "thresholds",
+    "config",
+)
 """Subcommand modules under ``precisionbot.commands``, in ``--help`` order."""
 
 

@@ -23,7 +23,7 @@ from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.flags import given as builtin_flags_given
 from precisionbot.commands.store_option import add_store_option
 from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config_or_default
-from precisionbot.config.fields import parse_int_range
+from precisionbot.config.fields import did_you_mean, parse_int_range
 from precisionbot.errors import ConfigError, EngineError
 from precisionbot.gh import provenance
 from precisionbot.results import CHECK_NAMES, CheckResult, EngineInfo, RunResult
@@ -85,7 +85,9 @@ def apply_overrides(suite: SuiteConfig, args: argparse.Namespace) -> SuiteConfig
         names = tuple(n.strip() for n in args.checks.split(",") if n.strip())
         bad = [n for n in names if n not in CHECK_NAMES]
         if bad or not names:
-            raise ConfigError(f"--checks: unknown check(s) {', '.join(bad) or '(none)'}; use {', '.join(CHECK_NAMES)}")
+            hint = did_you_mean(bad[0], CHECK_NAMES) if len(bad) == 1 else None
+            fix = f"{hint} (checks: {', '.join(CHECK_NAMES)})" if hint else f"use {', '.join(CHECK_NAMES)}"
+            raise ConfigError(f"--checks: unknown check(s) {', '.join(bad) or '(none)'}; {fix}")
         changes["checks"] = names
     if _positive(args.samples, "--samples") is not None:
         changes["samples"] = args.samples
@@ -282,7 +284,26 @@ def run(args: argparse.Namespace) -> int:
     print(render_table(result, out))
     if result.verdict.value == "inconclusive":
         print(f"precisionbot: inconclusive: {inconclusive_reasons(result)}", file=sys.stderr)
+    stall = stall_report(result, out / "engine.log")
+    if stall:
+        print(stall, file=sys.stderr)
     return result.verdict.exit_code
+
+
+STALL_LOG_LINES = 15
+
+
+def stall_report(result: RunResult, log: Path) -> str:
+    """When the engine stalled: its log's last lines (the engine we launched), so a CI log says where it hung."""
+    from precisionbot.engines.launcher import log_tail
+
+    stalled = [c.name for c in result.checks if c.extra.get("stalled")]
+    if not stalled:
+        return ""
+    head = f"precisionbot: the engine stalled during {stalled[0]} (no answer within engine.request_timeout_s)"
+    if not log.is_file():
+        return f"{head}; its log is wherever the engine was started (precisionbot did not launch it)"
+    return f"{head}; last lines of {log}:\n{log_tail(log, STALL_LOG_LINES)}"
 
 
 def inconclusive_reasons(result: RunResult) -> str:

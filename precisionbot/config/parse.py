@@ -8,7 +8,7 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-from precisionbot.config.fields import Reader, freeze_mapping
+from precisionbot.config.fields import Reader, did_you_mean, freeze_mapping, store_uri_problem
 from precisionbot.config.settings import (
     DEFAULT_PROFILES,
     DEFAULT_SUITES,
@@ -87,8 +87,12 @@ def _parse_baselines(r: Reader) -> BaselinesConfig:
     reruns = r.nonneg_int("helper_reruns", d.helper_reruns)
     if reruns in (1, 2) or reruns > 1000:
         raise r.error("helper_reruns", f"must be 0 or 3..1000 (got {reruns})", "main's noise needs at least 3 reruns")
+    store = r.string("store", d.store)
+    problem = store_uri_problem(store)
+    if problem is not None:
+        raise r.error("store", *problem)
     return BaselinesConfig(
-        store=r.string("store", d.store),
+        store=store,
         helper_reruns=reruns,
         vs_main=r.boolean("vs_main", d.vs_main),
         vs_main_alpha=alpha,
@@ -98,6 +102,12 @@ def _parse_baselines(r: Reader) -> BaselinesConfig:
 
 def _parse_engine(r: Reader) -> EngineConfig:
     d = EngineConfig()
+    if "install" in r.data:
+        raise r.error(
+            "install",
+            "is not read by precisionbot (the workflow builds the engine in its own step)",
+            "remove it and put the build command in the workflow's 'Build and install the engine' step",
+        )
     r.only({f.name for f in dataclasses.fields(EngineConfig)})
     launch = r.opt_string("launch", d.launch)
     if launch is not None:
@@ -110,7 +120,6 @@ def _parse_engine(r: Reader) -> EngineConfig:
         kind=kind,
         url=r.opt_string("url", d.url),
         launch=launch,
-        install=r.opt_string("install", d.install),
         args=r.string("args", d.args),
         health_timeout_s=r.positive_float("health_timeout_s", d.health_timeout_s, maximum=MAX_TIMEOUT_S),
         request_timeout_s=r.positive_float("request_timeout_s", d.request_timeout_s, maximum=MAX_TIMEOUT_S),
@@ -191,7 +200,8 @@ def _parse_suite(r: Reader, name: str) -> SuiteConfig:
     checks = r.strings("checks", d.checks)
     for c in checks:
         if c not in CHECK_NAMES:
-            raise r.error("checks", f"names unknown check {c!r}", f"use any of {', '.join(CHECK_NAMES)}")
+            fix = did_you_mean(c, CHECK_NAMES) or f"use any of {', '.join(CHECK_NAMES)}"
+            raise r.error("checks", f"names unknown check {c!r}", fix)
     if not checks:
         raise r.error("checks", "is empty", f"list at least one of {', '.join(CHECK_NAMES)}")
     g, b, lay = r.section("golden"), r.section("batch_invariance"), r.section("layers")
@@ -280,7 +290,7 @@ def _parse_github(r: Reader) -> GitHubConfig:
     p = r.section("permissions")
     p.only({"rerun", "baseline"})
     return GitHubConfig(
-        paths=r.strings("paths", d.paths),
+        paths=r.strings("paths", d.paths, single=False),
         run_label=r.string("run_label", d.run_label),
         fork_label=r.string("fork_label", d.fork_label),
         comment_per_suite=r.boolean("comment_per_suite", d.comment_per_suite),

@@ -41,14 +41,15 @@ class EngineConfig:
     launch: str | None = None
     """Command template with ``{model}``, ``{tp}``, ``{port}``, ``{args}``, e.g.
     ``python -m sglang.launch_server --model-path {model} --tp {tp} --port {port} {args}``."""
-    install: str | None = None
-    """Shell command that builds/installs the engine from the checked-out PR (run by the workflow)."""
     args: str = ""
     """Extra launch arguments for every model (``{args}`` gets these, then the model's own)."""
     health_timeout_s: float = 1200.0
     """How long the launcher waits for ``/health_generate`` (big models load slowly)."""
-    request_timeout_s: float = 600.0
-    """Per-HTTP-request timeout."""
+    request_timeout_s: float = 180.0
+    """Per-HTTP-request timeout. A request is one batch (``batch_size`` prompts of a few thousand tokens), which
+    a GPU engine answers in seconds and the CPU builtin engine in well under a minute; an engine that has not
+    answered in 3 minutes is stalled (a wedged collective, a server stuck after SIGTERM), and the run stops
+    asking it and says so with its log's last lines, instead of a CI log that stays silent for 10 minutes."""
     batch_size: int = 8
     """Prompts per ``/generate`` call."""
     concurrency: int = 4

@@ -257,3 +257,33 @@ def test_the_table_labels_golden_kl_and_helper_k3(tmp_path: Path) -> None:
     assert lines[1].split()[:6] == ["match", "PASS", "k3", "1.00e-05", "2.00e-05", "3.00e-05"]
     assert lines[2].split()[:6] == ["golden", "PASS", "KL", "0.022", "0.1", "0.14"]
     assert "0.786" not in lines[2]
+
+
+def test_a_stalled_launched_engine_is_reported_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An engine that stops answering: the first check is INCONCLUSIVE after request_timeout_s, the rest are
+    not run (each would wait as long again), result.json is written and stderr quotes the engine log."""
+    import sys
+
+    monkeypatch.chdir(ROOT)
+    cfg = tmp_path / "precision.yml"
+    cfg.write_text(
+        "engine:\n"
+        "  kind: sglang\n"
+        f"  launch: {sys.executable} -m tests.engines.fake_sglang --hang --port {{port}} {{args}}\n"
+        "  health_timeout_s: 30\n"
+        "  request_timeout_s: 0.5\n"
+        "models:\n"
+        "  - name: toy\n"
+        "    path: toy-model\n"
+    )
+    out = tmp_path / "out"
+    assert _main(["--engine", "launch", "--config", str(cfg), *SMALL, "--out", str(out)]) == 2
+    result = read_result(out)
+    first, *rest = result.checks
+    assert "the engine stalled" in first.reasons[0] and "within 0.5 s" in first.reasons[0]
+    assert [c.reasons[0] for c in rest] == ["not run: the engine stalled during match"] * 2
+    err = capsys.readouterr().err
+    assert "the engine stalled during match" in err
+    assert "scheduler: waiting for rank 1 in all_reduce" in err  # the engine log's last lines
