@@ -200,6 +200,10 @@ def _unusable(exc: EngineError, args: argparse.Namespace, config: Config) -> Eng
         if launched
         else "start the server or fix --engine-url"
     )
+    if launched and "; its log says: " in first:
+        # The engine said why (a model that is not there or not GGUF, a directory its arguments name that does
+        # not exist): that is the cause, not the template.
+        fix = "fix what the engine's log names (the model path, a directory in the engine's arguments: create it)"
     return EngineError(f"the engine is not usable, no check ran: {first}; {fix}")
 
 

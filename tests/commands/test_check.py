@@ -287,3 +287,73 @@ def test_a_stalled_launched_engine_is_reported_with_its_log(
     err = capsys.readouterr().err
     assert "the engine stalled during match" in err
     assert "scheduler: waiting for rank 1 in all_reduce" in err  # the engine log's last lines
+
+
+LLAMA_SERVER_ERRORS = {
+    # What llama-server (llama.cpp b6xxx) prints for each, verbatim apart from the paths.
+    "not GGUF": (
+        [
+            "gguf_init_from_file_impl: invalid magic characters: 'PK\x03\x04', expected 'GGUF'",
+            "llama_model_load: error loading model: llama_model_loader: failed to load model from /m/model.bin",
+            "main: exiting due to model loading error",
+        ],
+        "gguf_init_from_file_impl: invalid magic characters",
+    ),
+    "missing model": (
+        [
+            "gguf_init_from_file: failed to open GGUF file '/m/nope.gguf' (No such file or directory)",
+            "llama_model_load_from_file_impl: failed to load model",
+            "main: exiting due to model loading error",
+        ],
+        "gguf_init_from_file: failed to open GGUF file '/m/nope.gguf' (No such file or directory)",
+    ),
+    "slot dir": (
+        [
+            'error while handling argument "--slot-save-path": not a directory: /tmp/slots',
+            "",
+            "usage:",
+            "--slot-save-path PATH                   path to save slot kv cache (default: disabled)",
+            "",
+            "to show complete usage, run with -h",
+        ],
+        'error while handling argument "--slot-save-path": not a directory: /tmp/slots',
+    ),
+    "python engine": (
+        [
+            "Traceback (most recent call last):",
+            '  File "x.py", line 1, in <module>',
+            "OSError: nope/model is not a local folder and is not a valid model identifier",
+        ],
+        "OSError: nope/model is not a local folder and is not a valid model identifier",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LLAMA_SERVER_ERRORS))
+def test_a_launch_the_engine_refused_quotes_its_log(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine's own error (not GGUF, no such model, a --slot-save-path directory that does not exist) is
+    quoted from its log, and the fix points at what it names instead of blaming the template."""
+    import sys
+
+    from precisionbot.cli import main
+
+    lines, quoted = LLAMA_SERVER_ERRORS[case]
+    script = tmp_path / "engine.py"
+    script.write_text(
+        f"import sys\nprint('build: 1 (abc)')\nprint('\\n'.join({lines!r}), file=sys.stderr)\nsys.exit(1)\n"
+    )
+    cfg = tmp_path / "precision.yml"
+    cfg.write_text(
+        f"engine:\n  kind: llamacpp\n  launch: {sys.executable} {script} --port {{port}}\n"
+        "models:\n  - name: toy\n    path: toy-model\n"
+    )
+    argv = ["check", "--engine", "launch", "--config", str(cfg), *SMALL, "--out", str(tmp_path / "o")]
+    assert main(argv) == 3
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"its log says: {quoted}" in line
+    assert line.endswith(
+        "fix what the engine's log names (the model path, a directory in the engine's arguments: create it)"
+    )
+    assert "engine.launch" not in line.split("its log says:")[1]
