@@ -100,6 +100,7 @@ def run_suite(
     store: Store | None = None,
     progress: ProgressSink | None = None,
     engine_info: EngineInfo | None = None,
+    record_hint: str | None = None,
 ) -> CheckRun:
     """Run ``checks`` (default: the suite's) in order and collect results and arrays."""
     profile = profile or config.thresholds.profile
@@ -117,6 +118,7 @@ def run_suite(
         model=model,
         store=store,
         progress=progress or NullProgress(),
+        record_hint=record_hint,
     )
     names = tuple(checks or suite.checks)
     ctx.progress.start(planned_units(ctx, names))

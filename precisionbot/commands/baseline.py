@@ -155,18 +155,13 @@ def _rerun_line(index: int, result: Any) -> None:
 
 
 def _existing_store(uri: str) -> Any:
-    """The store for ``list``/``show``: a local directory that does not exist is a typo, not an empty store
-    (``record`` creates it; the golden check reads a missing one as "no baseline")."""
+    """The store for ``list``/``show``/``history``/``publish``: a local directory that does not exist is a typo,
+    not an empty store (``record`` creates it), the same setup error ``check`` gives for golden."""
     from precisionbot.baselines import open_store
-    from precisionbot.baselines.store.local import LocalStore
-    from precisionbot.errors import StoreError
+    from precisionbot.commands.check import require_existing_store
 
     store = open_store(uri)
-    if isinstance(store, LocalStore) and not store.root.exists():
-        raise StoreError(
-            f"baseline store {store.uri} does not exist; check --store "
-            "(or baselines.store in the config; `baseline record` creates it)"
-        )
+    require_existing_store(store, "--store")
     return store
 
 

@@ -227,6 +227,51 @@ def _client(kind: str, url: str, common: dict[str, Any]) -> Iterator[Any]:
         engine.close()
 
 
+def record_hint(args: argparse.Namespace, config: Config, suite: SuiteConfig) -> str:
+    """The ``baseline record`` flags (all but ``--store``) that reach the engine this run used, with its config,
+    suite and model: an engine precisionbot started (builtin, launch) is started again rather than named by a
+    port that is dead once the run ends, and without ``--config``/``--suite`` the recorded signature differs."""
+    e = config.engine
+    url = args.engine_url or (None if args.engine else e.url)
+    mode = args.engine or ("url" if url else ("launch" if e.launch and e.kind != "builtin" else e.kind))
+    if mode == "builtin":
+        parts = ["--engine builtin"]
+        if getattr(args, "enable_deterministic_inference", False):
+            parts.append("--enable-deterministic-inference")
+        parts += [
+            f"--{flag} {getattr(args, attr)}"
+            for flag, attr in (("model-preset", "model_preset"), ("vocab", "vocab"))
+            if getattr(args, attr, None)
+        ]
+        if args.disable_radix_cache:
+            parts.append("--disable-radix-cache")
+    elif mode == "launch":
+        parts = ["--engine launch"]
+    else:
+        parts = [f"--engine-url {url}"]
+        if args.engine_kind:
+            parts.append(f"--engine-kind {args.engine_kind}")
+    if args.config:
+        parts.append(f"--config {args.config}")
+    parts.append(f"--suite {suite.name}")
+    if args.model:
+        parts.append(f"--model {args.model}")
+    return " ".join(parts)
+
+
+def require_existing_store(store: Any, flag: str) -> None:
+    """A local store directory that does not exist is a typo or a store never recorded into: a setup error
+    (exit 3) in every command that reads baselines, so ``check`` and ``baseline list`` agree."""
+    from precisionbot.baselines.store.local import LocalStore
+    from precisionbot.errors import StoreError
+
+    if isinstance(store, LocalStore) and not store.root.exists():
+        raise StoreError(
+            f"baseline store {store.uri} does not exist; check {flag} "
+            "(or baselines.store in the config; `precisionbot baseline record` creates it)"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from precisionbot.baselines.store import open_store
     from precisionbot.checks.progress import TerminalProgress
@@ -240,6 +285,8 @@ def run(args: argparse.Namespace) -> int:
     model = _model(config, args)
     out = Path(args.out)
     store = open_store(args.baseline_store or config.baselines.store)
+    if "golden" in suite.checks:
+        require_existing_store(store, "--baseline-store")
     records: dict[str, Any] = {}
     started = False
     try:
@@ -261,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
                     store=store,
                     progress=progress,
                     engine_info=info,
+                    record_hint=record_hint(args, config, suite),
                 )
             finally:
                 progress.close()

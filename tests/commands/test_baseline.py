@@ -112,11 +112,24 @@ def test_no_baseline_is_inconclusive_and_a_corrupt_one_is_an_error(
     config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = tmp_path / "store"
+    store.mkdir()  # an empty store: no baseline yet (a store that does not exist is a setup error, below)
     assert _check(config, str(store), tmp_path / "none") == 2
     (golden,) = json.loads((tmp_path / "none" / "result.json").read_text())["checks"]
-    assert "no golden baseline" in golden["reasons"][0] and "baseline record" in golden["reasons"][0]
+    assert "no golden baseline" in golden["reasons"][0]
+    # The command to record one reaches the same engine, config and suite, and names no port.
+    assert (
+        f"`precisionbot baseline record --engine builtin --config {config} --suite consistency --store {store}`"
+    ) in golden["reasons"][0]
+    assert golden["reasons"][1] == f"the store {store} holds no baseline yet"
 
     assert main(["baseline", "record", "--engine", "builtin", "--store", str(store), "--config", config]) == 0
+    # Another model name (a Q8 file's path where the baseline was the f32's): the fields that differ are named.
+    other = Path(config).with_name("q8.yml")
+    other.write_text(CONFIG + "models:\n  - {name: tiny-q8, path: /models/tiny-q8.gguf}\n")
+    assert _check(str(other), str(store), tmp_path / "q8") == 2
+    (golden,) = json.loads((tmp_path / "q8" / "result.json").read_text())["checks"]
+    assert "is of model 'builtin'" in golden["reasons"][1]
+    assert "model: baseline builtin, now tiny-q8" in golden["reasons"][1]
     (npz,) = store.rglob("golden.npz")
     npz.write_bytes(npz.read_bytes()[:-100])
     capsys.readouterr()
@@ -135,18 +148,38 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path, capsys: pytest.Captur
     assert "no runs" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", [["list"], ["show", "latest"]])
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        (["baseline", "list"], "--store"),
+        (["baseline", "show", "latest"], "--store"),
+        (["baseline", "history"], "--store"),
+        (["check", "--engine", "builtin", "--checks", "golden", "--quiet"], "--baseline-store"),
+    ],
+)
 def test_a_missing_local_store_is_a_setup_error(
-    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command: list[str], flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A typo'd --store must not read as "no runs" (exit 0).
-    assert main(["baseline", *command, "--store", str(tmp_path / "typo")]) == 3
+    # A typo'd --store must not read as "no runs" (exit 0) nor as "no golden baseline" (exit 2): every command
+    # that reads baselines says the same, with exit 3, before it starts an engine.
+    assert (
+        main(
+            [
+                *command,
+                "--store",
+                str(tmp_path / "typo"),
+                "--out" if command[0] == "check" else "--json",
+                *([str(tmp_path / "out")] if command[0] == "check" else []),
+            ]
+        )
+        == 3
+    )
     captured = capsys.readouterr()
     assert captured.out == ""
     (line,) = captured.err.splitlines()
     assert line == (
-        f"precisionbot: error: baseline store {tmp_path / 'typo'} does not exist; check --store "
-        "(or baselines.store in the config; `baseline record` creates it)"
+        f"precisionbot: error: baseline store {tmp_path / 'typo'} does not exist; check {flag} "
+        "(or baselines.store in the config; `precisionbot baseline record` creates it)"
     )
 
 
