@@ -35,6 +35,7 @@ from precisionbot.baselines.golden_record import GOLDEN_ARRAYS, GoldenRecord
 from precisionbot.baselines.helper_reruns import ARRAYS as HELPER_ARRAYS
 from precisionbot.baselines.helper_reruns import HelperRuns
 from precisionbot.baselines.produce import (
+    RequestProgress,
     choose_documents,
     corpus_hash,
     golden_signature,
@@ -91,11 +92,12 @@ def record_golden(
     producer: str = "default",
     engine_commit: str | None = None,
     helpers: HelperRuns | None = None,
+    progress: RequestProgress | None = None,
 ) -> RunMeta:
     """Run the golden corpus and store it as a new run record (never overwrites anything), with ``helpers``
-    (main's helper reruns) in the same record when given."""
+    (main's helper reruns) in the same record when given; ``progress`` hears of each finished request."""
     signature = target.signature()
-    record = produce(target.engine, plan_from_corpus(target.engine, target.chosen(), target.options))
+    record = produce(target.engine, plan_from_corpus(target.engine, target.chosen(), target.options), progress=progress)
     margins = record.top_lp[:, 0].astype(np.float64) - record.top_lp[:, 1]
     when = now_utc()
     meta = RunMeta(

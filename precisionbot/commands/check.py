@@ -58,6 +58,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--samples", type=int, metavar="N")
     p.add_argument("--max-new-tokens", type=int, metavar="N")
     p.add_argument("--prompt-tokens", metavar="N|LO..HI", help="prompt length in tokens, or a range")
+    p.add_argument(
+        "--golden-depths", metavar="N,N,...", help="context depths (tokens) golden is teacher-forced at (the suite's)"
+    )
     p.add_argument("--profile", choices=("default", "deterministic"), help="threshold profile")
     add_store_option(p, dest="baseline_store", help="baseline store (golden)")
     p.add_argument("--layers-dump", metavar="DIR", help="layers: hidden-state dumps of the engine under test")
@@ -70,6 +73,31 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"result directory (default {DEFAULT_OUT})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
+
+
+def parse_depths(text: str) -> tuple[int, ...]:
+    """``--golden-depths 256,512``: sorted, distinct token counts of at least 16."""
+    try:
+        depths = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        depths = ()
+    if not depths or depths[0] < 16:
+        raise ConfigError(f"--golden-depths {text!r}: write token counts of at least 16, e.g. 256,512")
+    return depths
+
+
+def refuse_misfits(engine: Any, *parts: tuple[SuiteConfig, tuple[str, ...]]) -> None:
+    """A setup error (before anything runs) naming every part of the suites whose sizes cannot fit the engine's
+    context: each ``(suite, checks)`` pair is judged for those checks."""
+    from precisionbot.checks.fit import context_length, misfits
+
+    found = context_length(engine.server_info().raw)
+    if found is None:
+        return  # the engine does not say; a request that is too long fails with the engine's own error
+    problems = [p for suite, checks in parts for p in misfits(suite, checks, *found)]
+    if problems:
+        names = " and ".join(dict.fromkeys(repr(suite.name) for suite, _ in parts))
+        raise ConfigError(f"suite {names} does not fit this engine: {'; '.join(problems)}")
 
 
 def _positive(value: int | None, flag: str) -> int | None:
@@ -98,6 +126,8 @@ def apply_overrides(suite: SuiteConfig, args: argparse.Namespace) -> SuiteConfig
             changes["prompt_tokens"] = parse_int_range(args.prompt_tokens)
         except ValueError as exc:
             raise ConfigError(f"--prompt-tokens {args.prompt_tokens!r}: {exc}; write N or LO..HI") from exc
+    if getattr(args, "golden_depths", None):
+        changes["golden"] = dataclasses.replace(suite.golden, context_depths=parse_depths(args.golden_depths))
     layers = getattr(args, "layers_dump", None), getattr(args, "layers_baseline", None)
     if any(layers):
         changes["layers"] = dataclasses.replace(
@@ -254,6 +284,9 @@ def record_hint(args: argparse.Namespace, config: Config, suite: SuiteConfig) ->
     if args.config:
         parts.append(f"--config {args.config}")
     parts.append(f"--suite {suite.name}")
+    for flag in ("samples", "max_new_tokens", "prompt_tokens", "golden_depths"):
+        if getattr(args, flag, None) is not None:
+            parts.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
     if args.model:
         parts.append(f"--model {args.model}")
     return " ".join(parts)
@@ -298,6 +331,7 @@ def run(args: argparse.Namespace) -> int:
             info = EngineInfo(url=engine.url, kind=engine.kind, commit=commit)
             engine.server_info()  # reachable at all? (else every check would retry the same dead URL)
             started = True
+            refuse_misfits(engine, (suite, suite.checks))
             try:
                 done = run_suite(
                     engine,

@@ -196,3 +196,77 @@ def test_s3_without_credentials_says_how_to_configure_them(
     (line,) = capsys.readouterr().err.splitlines()
     assert "Unable to locate credentials" in line
     assert "configure AWS credentials" in line and "OIDC" in line and "AWS_ENDPOINT_URL" in line
+
+
+SIZES = ["--samples", "4", "--max-new-tokens", "16", "--prompt-tokens", "64..96", "--golden-depths", "64"]
+
+
+def test_record_takes_check_sizes_and_check_compares_with_its_reruns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`baseline record` takes check's size flags and reruns the helpers with the PR suite's sizes, so a PR's
+    check with the same flags finds main's reruns ("within main's noise"); progress and one line per rerun
+    reach a non-terminal stderr (a CI log)."""
+    monkeypatch.chdir(tmp_path)  # no .github/precision.yml: the shipped defaults
+    store = str(tmp_path / "store")
+    engine = ["--engine", "builtin", "--model-preset", "tiny"]
+    assert main(["baseline", "record", *engine, "--store", store, "--reruns", "3", *SIZES]) == 0
+    captured = capsys.readouterr()
+    assert "progress:   0%  helper rerun 1/3: " in captured.err
+    assert [line.split(":")[0] for line in captured.err.splitlines() if "helper rerun" in line and "PASS" in line] == [
+        "  helper rerun 1",
+        "  helper rerun 2",
+        "  helper rerun 3",
+    ]
+    assert "helper reruns: match x3, prefill_cache_hit x3, decode_cache_hit x3" in captured.out
+    out = tmp_path / "pr"
+    argv = ["check", *engine, "--suite", "pr", "--checks", "match", "--store", store, "--out", str(out), *SIZES]
+    assert main([*argv, "--quiet"]) == 0
+    (match,) = json.loads((out / "result.json").read_text())["checks"]
+    assert match["reasons"][-1].startswith("within main's noise"), match["reasons"]
+
+
+def test_record_refuses_a_suite_whose_helpers_run_other_sizes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "p.yml"
+    cfg.write_text("suites:\n  mine:\n    checks: [match, golden]\n    samples: 4\n")
+    argv = ["baseline", "record", "--engine-url", "http://127.0.0.1:9", "--config", str(cfg), "--suite", "mine"]
+    assert main([*argv, "--store", str(tmp_path / "s"), "--reruns", "3"]) == 3
+    err = capsys.readouterr().err
+    assert "--suite mine runs the helpers with other sizes than the PR suite 'pr' (samples 4 vs 32)" in err
+    assert main([*argv, "--store", str(tmp_path / "s"), "--reruns", "3", "--samples", "4", "--quiet"]) == 3
+    assert "other sizes" not in capsys.readouterr().err  # same sizes: on to the engine (not running here)
+
+
+def test_sizes_beyond_the_engine_context_are_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server with 1,024 tokens of context and the default sizes: refused at once, naming both sizes."""
+    from tests.engines.fake_sglang import Behaviour, fake_sglang
+
+    with fake_sglang(Behaviour(server_info_extra={"context_length": 1024})) as (url, behaviour):
+        argv = ["baseline", "record", "--engine-url", url, "--store", str(tmp_path / "s"), "--reruns", "3"]
+        assert main(argv) == 3
+        err = capsys.readouterr().err
+        assert "need 5,634 tokens per sequence (prompts up to 4,608 + 2 turns of 512 new tokens" in err
+        assert "more than the engine's context of 1,024 tokens (context_length)" in err
+        assert "golden needs 4,128 tokens (depth 4,096 + 32 decode steps)" in err and "--golden-depths 512" in err
+        assert main(["check", "--engine-url", url, "--out", str(tmp_path / "o"), "--quiet"]) == 3
+        assert "need 5,634 tokens per sequence" in capsys.readouterr().err
+        assert not any(call.startswith("/generate") for call in behaviour.calls)
+
+
+def test_a_rerun_line_says_why_a_helper_is_inconclusive(capsys: pytest.CaptureFixture[str]) -> None:
+    from precisionbot.commands.baseline import _rerun_line
+    from precisionbot.results import CheckResult, EngineInfo, RunResult, Verdict
+
+    checks = [
+        CheckResult(name="match", verdict=Verdict.PASS, stats={"mean_k3": 2.4367248499368907e-11}),
+        CheckResult.inconclusive("prefill_cache_hit", "too few cache hits: 0 of 4 prompts reported cached_tokens > 0"),
+    ]
+    _rerun_line(1, RunResult.from_checks(checks, signature="", engine=EngineInfo(url="", kind="sglang")))
+    assert capsys.readouterr().err == (
+        "  helper rerun 2: match PASS mean_k3 2.44e-11; prefill_cache_hit INCONCLUSIVE "
+        "(too few cache hits: 0 of 4 prompts reported cached_tokens > 0)\n"
+    )
