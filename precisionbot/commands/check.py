@@ -96,8 +96,9 @@ def refuse_misfits(engine: Any, *parts: tuple[SuiteConfig, tuple[str, ...]]) -> 
         return  # the engine does not say; a request that is too long fails with the engine's own error
     problems = [p for suite, checks in parts for p in misfits(suite, checks, *found)]
     if problems:
-        names = " and ".join(dict.fromkeys(repr(suite.name) for suite, _ in parts))
-        raise ConfigError(f"suite {names} does not fit this engine: {'; '.join(problems)}")
+        names = list(dict.fromkeys(repr(suite.name) for suite, _ in parts))
+        which = f"suite {names[0]} does" if len(names) == 1 else f"suites {' and '.join(names)} do"
+        raise ConfigError(f"{which} not fit this engine: {'; '.join(problems)}")
 
 
 def _positive(value: int | None, flag: str) -> int | None:
