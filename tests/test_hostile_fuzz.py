@@ -86,6 +86,7 @@ HOSTILE = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from(["", "²", "٧", "7\n", "HEAD~1", "-Xfoo", GOOD_SHA[:7], GOOD_SHA + "\n", "Infinity", "NaN"]),
     st.sampled_from(["::error::pwned", "%0A::add-mask::x", "a\0b", "\ud7ff\u202e", "x" * 10_000, "GH-12"]),
+    st.sampled_from(["\ud800", "a\udfffb", "\udbff"]),  # lone surrogates: json.loads makes them from "\\ud800"
     st.text(max_size=30),
     st.lists(st.integers(), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),

@@ -13,7 +13,7 @@ import os
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -98,7 +98,22 @@ def register(subparsers: Any) -> None:
     comment.add_argument("--pr", type=_pr_number, help="PR number (default: from the event)")
     comment.add_argument("--suite", help="suite name, for one comment per suite (github.comment_per_suite)")
     comment.add_argument("--config", help="precisionbot config (default: $PRECISIONBOT_CONFIG, .github/precision.yml)")
+    comment.add_argument(
+        "--sha",
+        type=_full_sha,
+        help="the commit the plan pinned (its sha output): shown as the tested commit, and the comment is posted "
+        "only while it is still the PR's head",
+    )
     comment.set_defaults(handler=_comment)
+
+
+def _full_sha(text: str) -> str:
+    from precisionbot.gh.pinning import check_pinned_sha
+
+    try:
+        return check_pinned_sha(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _pr_number(text: str) -> int:
@@ -132,7 +147,9 @@ def _comment(args: Any) -> int:
     from precisionbot.gh.provenance import config_digest
 
     trusted = config_digest(args.config or env.config_path)
-    return comment_action(env, config, api, args.dirs, pr=args.pr, suite=args.suite, trusted_config=trusted)
+    return comment_action(
+        env, config, api, args.dirs, pr=args.pr, suite=args.suite, trusted_config=trusted, sha=args.sha
+    )
 
 
 def read_payload(path: str) -> dict[str, Any]:
@@ -192,10 +209,14 @@ def comment_action(
     suite: str | None = None,
     out: TextIO | None = None,
     trusted_config: str | None = None,
+    sha: str | None = None,
 ) -> int:
     """``trusted_config``: the digest of the config this job read (the base branch's); results that recorded
-    another one get a warning in the comment (None: no comparison)."""
+    another one get a warning in the comment (None: no comparison). ``sha``: the commit the plan pinned; the
+    comment shows it (never the commit ``result.json`` claims) and is posted only while it is the PR's head
+    (precisionbot.gh.pinning). Without it (local runs) the results' own commit is shown and nothing is checked."""
     out = out or sys.stdout
+    from precisionbot.gh.pinning import foreign_commit_note, pin_run, stale_reason, trusted_artifact_url
     from precisionbot.gh.sticky import upsert_comment
     from precisionbot.gh.workflow import command, log_block, log_text, write_outputs, write_summary
     from precisionbot.report import ReportLinks, ReportSection, comment_marker, render_comment, render_summary
@@ -208,19 +229,39 @@ def comment_action(
         ReportSection(label=_label(directory, s.run), run=s.run, records=s.records)
         for directory, s in zip(dirs, load_sections(dirs, thresholds=config.thresholds, warn=sys.stderr), strict=True)
     ]
+    commit_note = None
+    if sha is not None:
+        odd = []
+        for i, section in enumerate(sections):
+            run, claimed_other = pin_run(section.run, sha)
+            sections[i] = replace(section, run=run)
+            if claimed_other:
+                odd.append(section.label)
+        commit_note = foreign_commit_note(odd, sha)
     verdict = Verdict.combine(s.run.verdict for s in sections)
+    report_url = trusted_artifact_url(env.report_url, env.server_url, env.repository, env.run_id)
+    if env.report_url and report_url is None:
+        print(
+            command(
+                "warning",
+                f"precisionbot: report-url {env.report_url[:200]!r} is not an artifact of this run "
+                f"({env.run_url or 'GITHUB_RUN_ID unset'}/artifacts/...): not linked",
+            ),
+            file=out,
+        )
     links = ReportLinks(
         run_url=env.run_url,
         artifact_url=f"{env.run_url}#artifacts" if env.run_url else None,
-        report_url=env.report_url,
+        report_url=report_url,
     )
     marker = comment_marker(suite if config.github.comment_per_suite else None)
     from precisionbot.gh.provenance import foreign_config_note
     from precisionbot.report.render import GITHUB_COMMENT_MAX_CHARS
 
-    note = None
+    config_note = None
     if trusted_config is not None:
-        note = foreign_config_note(trusted_config, [(s.label, s.run.extra) for s in sections])
+        config_note = foreign_config_note(trusted_config, [(s.label, s.run.extra) for s in sections])
+    note = "\n".join(n for n in (commit_note, config_note) if n) or None
     room = GITHUB_COMMENT_MAX_CHARS - len(note or "") - 2
     body = render_comment(sections, links=links, marker=marker, max_chars=room)
     if note:
@@ -238,7 +279,11 @@ def comment_action(
         print(f"precisionbot: the PR comment was not posted: {log_text(why)}", file=sys.stderr)
     else:
         try:
-            url = upsert_comment(api, pr, body, marker).comment.url
+            stale = None if sha is None else stale_reason(sha, api.pull(pr).head_sha, pr)
+            if stale is not None:
+                print(command("warning", f"precisionbot: PR comment skipped: {stale}"), file=out)
+            else:
+                url = upsert_comment(api, pr, body, marker).comment.url
         except GitHubError as exc:
             print(command("warning", f"precisionbot: could not post the PR comment: {exc}"), file=out)
     print(write_outputs({"verdict": verdict.value, "comment-url": url}, env.output), end="", file=out)

@@ -48,7 +48,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pr", help="PR number for the precisionbot:pr tag")
     p.add_argument("--spot", action=argparse.BooleanOptionalAction, default=None, help="one-time spot instance")
     p.add_argument("--root-volume-gb", type=int, help="root EBS volume size in GiB")
-    p.add_argument("--runner-group-id", type=int, help="runner group id (1 = Default)")
+    p.add_argument(
+        "--runner-group-id",
+        type=int,
+        help="runner group id (1 = Default; an organisation's group restricted to this workflow is safer)",
+    )
+    p.add_argument(
+        "--workflow-ref",
+        help="the only workflow whose jobs the runner accepts (default: $GITHUB_WORKFLOW_REF)",
+    )
+    p.add_argument("--job", default="gpu", help="the only job id the runner accepts (default: gpu)")
     p.add_argument("--runner-version", help="actions/runner version to download if the AMI has none")
     p.add_argument("--runner-sha256", help="sha256 of that runner tarball, verified on the instance")
     p.add_argument("--config", help="precisionbot config (default: .github/precision.yml if present)")
@@ -138,9 +147,11 @@ def _launch(args: argparse.Namespace) -> int:
         RunnerSpec,
         new_label,
         new_runner_name,
+        validate_job,
         validate_label,
         validate_repo,
         validate_run_id,
+        validate_workflow_ref,
     )
 
     rc = _load_runner_config(args)
@@ -182,10 +193,16 @@ def _launch(args: argparse.Namespace) -> int:
         runner_kwargs["runner_version"] = args.runner_version or rc.runner_version
     if rc.runner_user:
         runner_kwargs["runner_user"] = rc.runner_user
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        # Before anything could print it: the label is how a job selects this runner.
+        print(f"::add-mask::{label}", flush=True)
     runner = RunnerSpec(
         repo=repo,
         name=name,
         label=label,
+        workflow_ref=validate_workflow_ref(args.workflow_ref or os.environ.get("GITHUB_WORKFLOW_REF")),
+        run_id=run_id,
+        job=validate_job(args.job),
         runner_group_id=args.runner_group_id or rc.runner_group_id,
         ttl_minutes=ttl,
         runner_sha256=args.runner_sha256 or rc.runner_sha256,
@@ -258,7 +275,8 @@ def _emit(values: dict[str, str]) -> None:
     lines = write_outputs(values, github_output)
     if github_output:
         for line in lines.splitlines():
-            _log(f"output {line}")
+            if not line.startswith(("label=", "labels=")):  # the label stays out of the public log
+                _log(f"output {line}")
     else:
         sys.stdout.write(lines)
         sys.stdout.flush()

@@ -6,6 +6,8 @@
     slash.py     ``/precision <verb> [key=value ...]`` parsing and the usage text     pure
     paths.py     path globs (``**/layers/**``) for the pull_request trigger           pure
     gate.py      event + facts + config -> Decision (run? which sha, suite, reply)    pure
+    approval.py  who approved exactly one commit in a review (fork runs need it)     pure
+    pinning.py   what the comment job trusts: the plan's SHA, this run's artifacts   pure
     matrix.py    models x runner specs from the config -> the job matrix             pure
     workflow.py  workflow-command escaping, ``$GITHUB_OUTPUT`` heredocs, summary     pure + one writer
     api.py       ``GitHubApi``: the narrow Protocol plan/comment need, and its dataclasses

@@ -53,6 +53,18 @@ class IssueEvent:
     label: str | None = None
 
 
+@dataclass(frozen=True)
+class Review:
+    """One submitted PR review: GitHub writes the reviewer, the state and the commit it was given on, so the
+    PR author cannot forge an approval of a commit nobody looked at."""
+
+    user: str
+    state: str
+    """``APPROVED``, ``CHANGES_REQUESTED``, ``COMMENTED``, ``DISMISSED`` (GitHub's words, upper case)."""
+    commit_id: str
+    """The commit the reviewer saw: the PR head when the review was submitted."""
+
+
 class GitHubApi(Protocol):
     """What precisionbot asks of GitHub for one repository. Every method raises ``GitHubError`` on failure."""
 
@@ -79,6 +91,10 @@ class GitHubApi(Protocol):
 
     def issue_events(self, number: int) -> Iterator[IssueEvent]:
         """The PR's issue events, oldest first, paginated."""
+        ...
+
+    def reviews(self, number: int) -> Iterator[Review]:
+        """The PR's submitted reviews, oldest first, paginated."""
         ...
 
     def permission(self, user: str) -> str:

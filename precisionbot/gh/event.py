@@ -83,9 +83,44 @@ def parse_time(stamp: str) -> datetime:
     return when
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A UTF-16 surrogate code point. ``json.loads`` joins an escaped pair (``"\\ud83d\\ude00"``) into one
+character, so one left in a parsed string is a lone half: no encoder (UTF-8 for a URL, a log line, the
+outputs file) accepts it, and GitHub never sends one."""
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,40}")
+"""A key shown as is in an error; any other is shown as Python's ``ascii()`` writes it (no control character,
+no workflow command, no surrogate reaches the message)."""
+
+
+def _check_strings(payload: Mapping[str, Any]) -> None:
+    """Refuse the payload when any string in it, key or value, holds a lone surrogate. Every string is
+    checked here once, rather than at each use, so none reaches an encoder (a permission URL, the log)
+    whichever field a later change starts to read. Iterative: the nesting depth is the payload's to choose."""
+    stack: list[tuple[str, Any]] = [("", payload)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                raise _Bad(where or "payload", "a string with a lone UTF-16 surrogate, which no encoder accepts")
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                shown = key if isinstance(key, str) and _PLAIN_KEY.fullmatch(key) else ascii(key)[:42]
+                name = f"{where}.{shown}" if where else shown
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    raise _Bad(name, "a key with a lone UTF-16 surrogate, which no encoder accepts")
+                stack.append((name[:200], item))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{where}[{i}]"[:200], item) for i, item in enumerate(value))
+
+
 def parse_event(name: str, payload: Mapping[str, Any], sha: str | None = None) -> Event:
     """The event as the gate reads it; a field of the wrong type or form is a ``DataError`` naming it."""
+    if _SURROGATE.search(name):
+        raise DataError("GITHUB_EVENT_NAME holds a lone UTF-16 surrogate; run this step in a real workflow")
     try:
+        _check_strings(payload)
         return _parse(name, payload, sha)
     except _Bad as exc:
         raise DataError(

@@ -14,6 +14,14 @@ The head-commit rule for ``/precision rerun`` (time of check vs time of use):
 * Either way the run is pinned to the head SHA read here; the GPU job checks out exactly that commit, and
   the 🚀 reply names it in full.
 
+Fork PRs (the fork label, ``/precision rerun sha=...``) also need an approving review *of that head* by a
+person with the ``rerun`` role (precisionbot.gh.approval): the label or the command only says "run it",
+the review's ``commit_id`` says which commit someone read. A fast-forward push between the review and the
+label leaves a head nobody approved, and the run is refused.
+
+The bot stays silent for people without the ``rerun`` role: no reaction, no reply (each would be a comment
+an outsider can make the bot write); the reason is in the log only.
+
 Baseline mode (recording golden baselines) only ever runs on the default branch's code, for the
 ``permissions.baseline`` role: ``/precision baseline``, a push to the default branch, the schedule (which
 GitHub runs on the default branch), and ``workflow_dispatch`` of the baseline suite *from the default
@@ -29,7 +37,8 @@ from typing import Any
 from precisionbot.config import Config
 from precisionbot.errors import ConfigError
 from precisionbot.gh import consumer
-from precisionbot.gh.api import PERMISSION_RANK, IssueEvent, PullInfo
+from precisionbot.gh.api import PERMISSION_RANK, IssueEvent, PullInfo, Review
+from precisionbot.gh.approval import approvers
 from precisionbot.gh.event import Event
 from precisionbot.gh.matrix import build_matrix
 from precisionbot.gh.slash import USAGE, Malformed, SlashCommand, parse_command
@@ -50,13 +59,10 @@ class Needs:
     default_head: bool = False
     workflow_run: bool = False
     """Find the PR of a consumed run, its issue events, then what its ``pull_request`` rules need."""
+    reviews: bool = False
+    """The PR's reviews and the roles of those who approved its head (fork PRs only)."""
     command: SlashCommand | Malformed | None = None
     """The parsed slash command (parsed once, here)."""
-
-    @property
-    def acknowledged(self) -> bool:
-        """A comment addressed to us: react 👀 before fetching anything."""
-        return self.command is not None
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,10 @@ class Facts:
     """workflow_run: the open PRs found for the run's head, as GitHub reports them now."""
     run_events: tuple[IssueEvent, ...] = ()
     """workflow_run: the picked PR's issue events (who labelled what, when)."""
+    reviews: tuple[Review, ...] = ()
+    """Fork PRs: the PR's submitted reviews, oldest first."""
+    reviewer_permissions: tuple[tuple[str, str], ...] = ()
+    """Fork PRs: ``(login, role)`` of each person whose latest review approves the head."""
 
 
 @dataclass(frozen=True)
@@ -104,17 +114,22 @@ def needs(event: Event, config: Config, bot_login: str) -> Needs:
     if event.name == "pull_request" and event.action in PR_ACTIONS:
         if event.action == "labeled":
             wanted = event.label in (gh.run_label, gh.fork_label)
-            return Needs(permission_of=event.sender if wanted else None)
+            fork_run = wanted and event.is_fork and event.label == gh.fork_label
+            return Needs(permission_of=event.sender if wanted else None, reviews=fork_run)
         return Needs(files=not event.is_fork and bool(gh.paths) and gh.run_label not in event.labels)
     if event.name == "issue_comment" and event.action == "created" and event.is_pull:
         if _is_bot(event, bot_login):
             return Needs()
         command = parse_command(event.comment_body)
+        if command is None:
+            return Needs()
+        # The commenter's role first, for every command (help and malformed ones too): without the rerun role
+        # the bot does not answer at all.
         if not isinstance(command, SlashCommand) or command.verb == "help":
-            return Needs(command=command)
+            return Needs(command=command, permission_of=event.comment_user)
         if command.verb == "baseline":
             return Needs(command=command, permission_of=event.comment_user, default_head=True)
-        return Needs(command=command, permission_of=event.comment_user, pull=True, commit_date=True)
+        return Needs(command=command, permission_of=event.comment_user, pull=True, commit_date=True, reviews=True)
     if event.name == "workflow_dispatch":
         return Needs(permission_of=event.sender)
     if event.name == "workflow_run":
@@ -201,7 +216,13 @@ def _pull_request(event: Event, facts: Facts, config: Config) -> Decision:
             return _skip(f"PR from a fork: only the {gh.fork_label!r} label allows a run")
         if not _allowed(facts.permission, gh.permissions.rerun):
             return _skip(f"{event.sender} ({facts.permission}) may not request runs by label")
-        decision = _run(config, suite, sha, pr, f"label {event.label!r} added by {event.sender}")
+        reason = f"label {event.label!r} added by {event.sender}"
+        if event.is_fork:
+            approver = approved_by(facts, sha, gh.permissions.rerun)
+            if approver is None:
+                return _skip(_unreviewed(sha, gh.permissions.rerun, f"add the {gh.fork_label!r} label again"))
+            reason += f", head approved by {approver} in a review of that commit"
+        decision = _run(config, suite, sha, pr, reason)
         return _skip(_POOL_REFUSAL) if event.is_fork and _on_pool(decision) else decision
     if event.is_fork:
         return _skip(
@@ -231,7 +252,26 @@ def _workflow_run(event: Event, facts: Facts, config: Config) -> Decision:
         return _skip(f"PR #{pull.number}: the label {inner.label!r} that started run {event.run_id} was removed since")
     decision = _pull_request(inner, facts, config)
     started = f"label {inner.label!r} added by {inner.sender}" if inner.action == "labeled" else "a push"
-    return replace(decision, reason=f"PR #{pull.number} run {event.run_id} ({started}): {decision.reason}")
+    decision = replace(decision, reason=f"PR #{pull.number} run {event.run_id} ({started}): {decision.reason}")
+    # A fork's run is a person's decision: name the commit it runs where they made it (same-repository runs
+    # are automatic; their sticky comment names the commit).
+    return replace(decision, reply=_pinned(decision)) if decision.run and inner.is_fork else decision
+
+
+def approved_by(facts: Facts, head: str, required: str) -> str | None:
+    """The first person whose latest review approves exactly ``head`` and who has the ``required`` role."""
+    roles = dict(facts.reviewer_permissions)
+    for user in approvers(facts.reviews, head):
+        if _allowed(roles.get(user), required):
+            return user
+    return None
+
+
+def _unreviewed(head: str, role: str, then: str) -> str:
+    return (
+        f"PR from a fork: nobody with the {role} role approved its head {head} in a review; review that commit "
+        f"(approve it in GitHub's review), then {then}"
+    )
 
 
 def _refuse(reason: str, reply: str, usage: bool = False) -> Decision:
@@ -249,11 +289,17 @@ def _comment(event: Event, facts: Facts, config: Config) -> Decision:
     command = parse_command(event.comment_body)
     if command is None:
         return _skip("comment is not a /precision command")
+    gh = config.github
+    if not _allowed(facts.permission, gh.permissions.rerun):
+        # Silent: a reaction or a reply would let anyone make the bot write on any PR.
+        return _skip(
+            f"{event.comment_user} ({facts.permission or 'none'}) lacks the {gh.permissions.rerun} role: "
+            "/precision commands from them are ignored without a reply"
+        )
     if isinstance(command, Malformed):
         return _refuse("malformed command", f"😕 {command.problem}.", usage=True)
     if command.verb == "help":
         return Decision(run=False, reason="help", reactions=(EYES,), reply=USAGE)
-    gh = config.github
     required = gh.permissions.baseline if command.verb == "baseline" else gh.permissions.rerun
     if not _allowed(facts.permission, required):
         return _refuse(
@@ -297,6 +343,13 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
         return _refuse(
             "head moved",
             f"😕 The PR head is now `{pull.head_sha}`, not `{command.sha}`: review the new commits and comment again.",
+        )
+    if pull.is_fork and approved_by(facts, pull.head_sha, config.github.permissions.rerun) is None:
+        role = config.github.permissions.rerun
+        return _refuse(
+            "fork PR head not approved",
+            f"😕 Nobody with the **{role}** role approved `{pull.head_sha}` in a review. Review that commit "
+            "(approve it in GitHub's review), then comment again: the run takes only the commit you approved.",
         )
     if (
         command.sha is None

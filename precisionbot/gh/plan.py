@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 from precisionbot.config import Config
 from precisionbot.errors import GitHubError
 from precisionbot.gh import consumer
-from precisionbot.gh.api import GitHubApi
+from precisionbot.gh.api import PERMISSION_RANK, GitHubApi, Review
+from precisionbot.gh.approval import approvers
 from precisionbot.gh.event import Event
-from precisionbot.gh.gate import EYES, Decision, Facts, Needs, decide, needs
+from precisionbot.gh.gate import Decision, Facts, Needs, decide, needs
 from precisionbot.gh.paths import first_match
 
 
@@ -25,19 +26,41 @@ class PlanOutcome:
     warnings: tuple[str, ...] = ()
 
 
+MAX_REVIEWERS = 10
+"""Roles looked up per plan at most (one API call each): the approvers of one head, most recent last."""
+
+
 def gather(event: Event, api: GitHubApi, config: Config, bot_login: str, need: Needs) -> Facts:
     if need.workflow_run:
         return _gather_run(event, api, config, bot_login)
     pr = event.pr or 0
+    permission = api.permission(need.permission_of) if need.permission_of else None
+    if need.command is not None and not _allowed(permission, config.github.permissions.rerun):
+        # The gate ignores this commenter: read nothing more (and so write nothing) on their behalf.
+        return Facts(bot_login=bot_login, permission=permission)
     pull = api.pull(pr) if need.pull else None
+    # Fork PRs only: the label event's head (pinned by GitHub when it happened) or the PR's head now.
+    fork_head = (pull.head_sha if pull.is_fork else None) if pull else (event.head_sha if event.is_fork else None)
+    reviews: tuple[Review, ...] = ()
+    roles: tuple[tuple[str, str], ...] = ()
+    if need.reviews and fork_head:
+        reviews = tuple(api.reviews(pr))
+        wanted = approvers(reviews, fork_head)[-MAX_REVIEWERS:]
+        roles = tuple((user, api.permission(user)) for user in wanted)
     return Facts(
         bot_login=bot_login,
         matched_path=first_match(api.changed_files(pr), config.github.paths) if need.files else None,
         pull=pull,
-        permission=api.permission(need.permission_of) if need.permission_of else None,
+        permission=permission,
         head_committed_at=api.commit_date(pull.head_sha) if need.commit_date and pull else None,
         default_head=api.branch_head(event.default_branch or "main") if need.default_head else None,
+        reviews=reviews,
+        reviewer_permissions=roles,
     )
+
+
+def _allowed(permission: str | None, required: str) -> bool:
+    return PERMISSION_RANK.get(permission or "none", 0) >= PERMISSION_RANK[required]
 
 
 def _gather_run(event: Event, api: GitHubApi, config: Config, bot_login: str) -> Facts:
@@ -68,14 +91,13 @@ def run_plan(event: Event, api: GitHubApi, config: Config) -> PlanOutcome:
 
     bot_login = api.bot_login() if event.name == "issue_comment" else ""
     need = needs(event, config, bot_login)
-    reacted: set[str] = set()
-    if need.acknowledged and event.comment_id is not None:
-        courtesy("react 👀", lambda: api.react(event.comment_id or 0, EYES))
-        reacted.add(EYES)
+    # Reactions only once the decision stands: the gate answers nobody without the rerun role (it reads their
+    # role first), so an early 👀 would already be an answer.
     decision = decide(event, gather(event, api, config, bot_login, need), config)
     for content in decision.reactions:
-        if content not in reacted and event.comment_id is not None:
+        if event.comment_id is not None:
             courtesy(f"react {content}", functools.partial(api.react, event.comment_id, content))
-    if decision.reply and event.pr is not None:
-        courtesy("reply", lambda: api.create_comment(event.pr or 0, decision.reply or ""))
+    where = event.pr if event.pr is not None else decision.pr  # workflow_run: the PR the consumer found
+    if decision.reply and where is not None:
+        courtesy("reply", lambda: api.create_comment(where, decision.reply or ""))
     return PlanOutcome(decision, tuple(warnings))

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from precisionbot.errors import GitHubError
-from precisionbot.gh.api import Comment, IssueEvent, PullInfo, effective_permission
+from precisionbot.gh.api import Comment, IssueEvent, PullInfo, Review, effective_permission
 
 T = TypeVar("T")
 
@@ -126,6 +126,21 @@ class RestGitHub:
                     actor=str((item.get("actor") or {}).get("login", "")),
                     created_at=datetime.fromisoformat(str(item["created_at"]).replace("Z", "+00:00")),
                     label=str(label["name"]) if "name" in label else None,
+                )
+            if len(data) < 100:
+                return
+            page += 1
+
+    def reviews(self, number: int) -> Iterator[Review]:
+        page = 1
+        while True:
+            call = f"GET pulls/{number}/reviews page {page}"
+            data = self._get(call, f"/pulls/{number}/reviews?per_page=100&page={page}") or []
+            for item in data:
+                yield Review(
+                    user=str((item.get("user") or {}).get("login", "")),
+                    state=str(item.get("state", "")).upper(),
+                    commit_id=str(item.get("commit_id") or ""),
                 )
             if len(data) < 100:
                 return

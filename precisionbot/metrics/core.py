@@ -1,5 +1,5 @@
-"""The precision math: pure numpy, natural logs (nats), no I/O. Stable API: ``k3``, ``kl_divergence``,
-``flip_probability``, ``tail_stats`` (docs/architecture.md); the rest is public but may grow.
+"""k3, tail statistics and the helpers' numbers: pure numpy, natural logs (nats), no I/O. The stable API is
+``precisionbot.metrics`` (docs/architecture.md), which re-exports this module and ``distributions``.
 
 Shapes: ``[N]`` is one value per scored position, ``[N, V]`` a full vocabulary row per position, ``[N, k]``
 a top-k list per position sorted by descending logprob (column 0 is the top-1).
@@ -16,20 +16,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-# The distribution functions live in precisionbot.metrics.distributions; they are part of this module's API.
-from precisionbot.metrics.distributions import (
-    kl_divergence,
-    kl_from_logits,
-    log_softmax,
-    lookup_topk,
-    margin,
-    rank_of,
-    shared_topk_abs_delta,
-    top1_flip,
-    topk_rest_kl,
-    topk_union_kl,
-)
-
 ArrayLike = npt.ArrayLike
 F64 = npt.NDArray[np.float64]
 
@@ -40,34 +26,6 @@ PERCENTILES = (0.1, 1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0, 99.9)
 """llama.cpp's ``--kl-divergence`` percentile set (plus min and max), so figures compare with the community's."""
 
 _SERIES_CUTOFF = 1e-2
-
-
-__all__ = [
-    "DEFAULT_THRESHOLDS",
-    "PERCENTILES",
-    "accuracy_bound",
-    "delta_p_stats",
-    "flip_probability",
-    "k3",
-    "kl_divergence",
-    "kl_from_logits",
-    "log_softmax",
-    "logprob_errors",
-    "lookup_topk",
-    "margin",
-    "mean_block_se",
-    "percentile_key",
-    "rank_of",
-    "rel_diff",
-    "same_top",
-    "sglang_mean_k3",
-    "shared_topk_abs_delta",
-    "tail_stats",
-    "threshold_key",
-    "top1_flip",
-    "topk_rest_kl",
-    "topk_union_kl",
-]
 
 
 def k3(delta: ArrayLike) -> F64:

@@ -70,8 +70,9 @@ class Ec2Cloud:
             "UserData": user_data,
             # The instance deletes itself when the runner (or the TTL watchdog) powers it off.
             "InstanceInitiatedShutdownBehavior": "terminate",
-            # IMDSv2 only; hop limit 2 so a job's docker containers can still read the instance profile.
-            "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
+            # IMDSv2 only, hop limit 1: the instance profile's read-only credentials reach processes on the
+            # host, never a container or anything one network hop further.
+            "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1},
             "TagSpecifications": [
                 {"ResourceType": "instance", "Tags": tag_list},
                 {"ResourceType": "volume", "Tags": tag_list},

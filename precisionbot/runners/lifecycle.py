@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 from precisionbot.errors import CloudError, ConfigError, PrecisionbotError
@@ -91,7 +91,12 @@ def launch(
     poll_interval_s: float = 5.0,
     log: Log = lambda _: None,
 ) -> Launched:
-    """Register a JIT runner, start one instance that runs it, wait until it is online."""
+    """Register a JIT runner, start one instance that runs it, wait until it is online.
+
+    The label is never logged: a job elsewhere that learns it can queue for this runner (the job-started hook
+    on the instance then fails that job, but the runner is spent)."""
+    if runner.run_id is None:
+        runner = replace(runner, run_id=run_id)
     render_user_data(runner, "")  # bad settings fail here, before anything exists that needs cleaning up
     jit = registry.create_jit_config(runner.repo, runner.name, runner.labels, runner.runner_group_id)
     log(f"registered just-in-time runner {runner.name} (id {jit.runner.id}) in {runner.repo}")
@@ -119,7 +124,7 @@ def launch(
         if isinstance(exc, PrecisionbotError):
             raise type(exc)(f"{exc}; {cleanup}") from exc
         raise
-    log(f"runner {runner.name} ({runner.label}) is online on {started.id}")
+    log(f"runner {runner.name} is online on {started.id}")
     return Launched(label=runner.label, instance_id=started.id, runner_id=jit.runner.id)
 
 
@@ -250,7 +255,7 @@ def reap(
     verb = "would terminate" if dry_run else "terminating"
     for item in expired:
         why = f"expired {iso_utc(item.expires_at)}" if item.expires_at else _no_expiry(item)
-        log(f"{verb} {item.id} ({item.label or 'no label'}, {why})")
+        log(f"{verb} {item.id} ({item.runner_name or 'no runner name'}, {why})")
     if expired and not dry_run:
         cloud.terminate([i.id for i in expired])
 

@@ -38,6 +38,7 @@ SUDO_USERS = ("root", "ubuntu", "ec2-user", "admin", "centos", "fedora", "debian
 """Accounts that are root or have passwordless sudo on common AMIs: PR code running as one of them becomes
 root, cancels the TTL shutdown and kills the power-off trap."""
 DEFAULT_RUNNER_USER = "precisionbot-runner"
+DEFAULT_PR_USER = "precisionbot-pr"
 LABEL_RANDOM_HEX = 32
 """128 bits in a generated label: a job elsewhere cannot name the label before it is published."""
 
@@ -83,7 +84,24 @@ class RunnerSpec:
     """Checksum of the runner tarball for ``runner_version`` (x64); verified when given."""
     runner_dir: str = "/opt/actions-runner"
     runner_user: str = DEFAULT_RUNNER_USER
-    """The account the job runs as: created without sudo by the user-data (see ``SUDO_USERS``)."""
+    """The account the runner and the workflow's own steps run as: created without sudo by the user-data
+    (see ``SUDO_USERS``); it may start only the root-owned ``pr.sh`` with sudo."""
+    pr_user: str = DEFAULT_PR_USER
+    """The account the PR's code runs as (through ``pr.sh``): it can neither read nor write ``runner_dir``."""
+    workflow_ref: str | None = None
+    """``GITHUB_WORKFLOW_REF`` of the run that launched the runner: the job-started hook fails any job of
+    another workflow file or ref (None: not known, and ``render_user_data`` refuses)."""
+    run_id: str | None = None
+    """``GITHUB_RUN_ID`` the hook expects (the same for every attempt of that run)."""
+    job: str = "gpu"
+    """``GITHUB_JOB`` the hook expects: the job id that selects this runner."""
+    hook_dir: str = "/usr/local/lib/precisionbot"
+    """Root-owned folder for the job-started hook and ``pr.sh``, outside ``runner_dir``."""
+    pr_root: str = "/var/lib/precisionbot-pr"
+    """Root-owned parent of the PR user's workspace (a root-owned parent: the PR user cannot swap the
+    workspace for a link that the root helper would then follow)."""
+    etc_dir: str = "/etc"
+    """Where the user-data writes ``sudoers.d/precisionbot``, ``cron.deny`` and ``at.deny`` (tests: a temp dir)."""
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -177,6 +195,33 @@ def validate_runner_user(user: str) -> str:
             f"cancel the TTL shutdown; use a dedicated user such as {DEFAULT_RUNNER_USER!r}"
         )
     return user
+
+
+_WORKFLOW_REF_RE = re.compile(
+    r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/\.github/workflows/[A-Za-z0-9_./-]+@refs/[A-Za-z0-9_./-]+$"
+)
+_JOB_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")
+
+
+def validate_workflow_ref(ref: str | None) -> str:
+    """``OWNER/REPO/.github/workflows/FILE@refs/...``: what ``GITHUB_WORKFLOW_REF`` holds."""
+    if not ref:
+        raise ConfigError(
+            "--workflow-ref is required (or set GITHUB_WORKFLOW_REF): the job-started hook on the runner fails "
+            "every job that is not from this workflow run"
+        )
+    if not _WORKFLOW_REF_RE.match(ref) or ".." in ref:
+        raise ConfigError(
+            f"--workflow-ref {ref[:120]!r} must look like OWNER/REPO/.github/workflows/FILE.yml@refs/heads/BRANCH "
+            "(${{ github.workflow_ref }})"
+        )
+    return ref
+
+
+def validate_job(job: str) -> str:
+    if not _JOB_RE.match(job):
+        raise ConfigError(f"--job {job[:60]!r} must be a workflow job id (letters, digits, '_', '-'), e.g. gpu")
+    return job
 
 
 def new_label() -> str:

@@ -1,4 +1,6 @@
-"""Renders the instance user-data (``templates/runner-user-data.sh.j2``): TTL watchdog, runner, power off."""
+"""Renders the instance user-data (``templates/runner-user-data.sh.j2``): TTL watchdog, the two accounts (the
+runner's and the PR code's), the root-owned job-started hook and ``pr.sh`` outside the runner's folder, the
+runner, power off."""
 
 from __future__ import annotations
 
@@ -9,7 +11,13 @@ from importlib import resources
 import jinja2
 
 from precisionbot.errors import ConfigError
-from precisionbot.runners.records import RunnerSpec, validate_runner_user
+from precisionbot.runners.records import (
+    RunnerSpec,
+    validate_job,
+    validate_run_id,
+    validate_runner_user,
+    validate_workflow_ref,
+)
 
 TEMPLATE = "runner-user-data.sh.j2"
 USER_DATA_LIMIT_BYTES = 16 * 1024
@@ -17,17 +25,31 @@ USER_DATA_LIMIT_BYTES = 16 * 1024
 
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]+$")
 
 
 def render_user_data(spec: RunnerSpec, jit_config: str) -> str:
     """The boot script for one runner. Values reach the shell through ``shlex.quote``; the template never sees
     a token or AWS credentials because none is passed in."""
-
     if not _VERSION_RE.match(spec.runner_version):
         raise ConfigError(f"runner version {spec.runner_version!r} must look like 2.328.0")
     if spec.runner_sha256 is not None and not _SHA256_RE.match(spec.runner_sha256):
         raise ConfigError("runner sha256 must be 64 lowercase hex digits (from the actions/runner release page)")
     validate_runner_user(spec.runner_user)
+    validate_runner_user(spec.pr_user)
+    if spec.pr_user == spec.runner_user:
+        raise ConfigError(
+            f"the PR user and the runner user are both {spec.runner_user!r}: PR code must run as its own user, "
+            "which cannot write the runner's files"
+        )
+    validate_workflow_ref(spec.workflow_ref)
+    validate_job(spec.job)
+    if spec.run_id is None:
+        raise ConfigError("--run-id is required: the job-started hook accepts jobs of that run only")
+    validate_run_id(spec.run_id)
+    for name, path in (("hook dir", spec.hook_dir), ("pr root", spec.pr_root), ("etc dir", spec.etc_dir)):
+        if not _PATH_RE.match(path) or ".." in path:
+            raise ConfigError(f"{name} {path[:80]!r} must be an absolute path of letters, digits, '.', '_', '-', '/'")
     if spec.ttl_minutes < 1:
         raise ConfigError(f"--ttl-minutes must be at least 1, got {spec.ttl_minutes}")
     source = (resources.files("precisionbot") / "templates" / TEMPLATE).read_text(encoding="utf-8")
@@ -41,7 +63,14 @@ def render_user_data(spec: RunnerSpec, jit_config: str) -> str:
     env.filters["shquote"] = lambda value: shlex.quote(str(value))
     script = env.from_string(source).render(
         repo=spec.repo,
-        label=spec.label,
+        name=spec.name,
+        pr_user=spec.pr_user,
+        hook_dir=spec.hook_dir,
+        pr_root=spec.pr_root,
+        etc_dir=spec.etc_dir,
+        workflow_ref=spec.workflow_ref,
+        run_id=spec.run_id,
+        job=spec.job,
         ttl_minutes=spec.ttl_minutes,
         runner_dir=spec.runner_dir,
         runner_user=spec.runner_user,

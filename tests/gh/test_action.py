@@ -99,11 +99,16 @@ def test_example_workflow_is_least_privilege_and_never_pull_request_target() -> 
     assert jobs["launch"]["steps"][-1]["with"]["label"] == "${{ matrix.label }}"
     assert jobs["gpu"]["timeout-minutes"] < 120
     # Config decisions from the base branch, never the PR's merge commit.
-    for name in ("plan", "launch", "comment", "terminate"):
+    for name in ("plan", "launch", "report", "comment", "terminate"):
         assert jobs[name]["steps"][0]["with"]["ref"] == "${{ github.event.pull_request.base.sha || github.sha }}"
-    # No JavaScript action after PR code before the leftovers are ended.
-    gpu_steps = [step.get("name") or step.get("uses", "") for step in jobs["gpu"]["steps"]]
-    assert gpu_steps.index("End the processes the PR code left behind") == len(gpu_steps) - 2
+    # Matrix jobs are named explicitly: the default name would list the matrix values, the label among them.
+    assert jobs["launch"]["name"] == "launch ${{ matrix.name }}" and jobs["gpu"]["name"] == "gpu ${{ matrix.name }}"
+    # The comment job is pinned to the plan's commit; the report judges with the base branch's config.
+    comment_step = jobs["comment"]["steps"][-1]["with"]
+    assert comment_step["sha"] == "${{ needs.plan.outputs.sha }}" and comment_step["config"] == ".github/precision.yml"
+    report_step = next(step for step in jobs["report"]["steps"] if step.get("with", {}).get("command") == "report")
+    assert report_step["with"]["config"] == ".github/precision.yml" and report_step["with"]["extras"] == "report"
+    assert (ROOT / "requirements" / "report.txt").is_file()  # so the Action installs the extra hash-locked
     for name, job in jobs.items():
         assert "permissions" in job, name
         writes = {k for k, v in job["permissions"].items() if v == "write"}
@@ -157,6 +162,12 @@ def test_script_builds_comment_arguments_and_expands_globs(tmp_path: Path) -> No
         (tmp_path / name).mkdir(parents=True)
     argv = run_action_script(tmp_path, command="github comment", results="results/*", pr="7", config="", suite="")
     assert argv == ["github", "comment", "results/a", "results/b", "--pr", "7"]
+    (tmp_path / "pinned" / "results" / "a").mkdir(parents=True)
+    pinned = run_action_script(tmp_path / "pinned", command="github comment", results="results/a", pr="7", sha="2" * 40)
+    assert pinned == ["github", "comment", "results/a", "--pr", "7", "--sha", "2" * 40]
+    (tmp_path / "report" / "results" / "a").mkdir(parents=True)
+    report = run_action_script(tmp_path / "report", command="report", results="results/a", config="base.yml")
+    assert report == ["report", "results/a", "--config", "base.yml"]
 
 
 @pytest.mark.parametrize(
@@ -173,19 +184,35 @@ def test_token_reaches_only_commands_that_talk_to_github(tmp_path: Path, command
 
 def test_install_is_hash_locked_and_the_lock_covers_every_dependency() -> None:
     install = ACTION["runs"]["steps"][1]["run"]
-    assert '--require-hashes -r "$PRECISIONBOT_ACTION_PATH/requirements/action.txt"' in install
+    assert 'lock="$PRECISIONBOT_ACTION_PATH/requirements/action.txt"' in install
+    assert '--require-hashes -r "$lock"' in install
     assert '--no-deps --no-build-isolation --no-index "$PRECISIONBOT_ACTION_PATH"' in install
-    lock = (ROOT / "requirements" / "action.txt").read_text()
+    check_lock(ROOT / "requirements" / "action.txt")
+
+
+def test_the_report_extra_is_hash_locked_too() -> None:
+    """The report job installs matplotlib: from requirements/report.txt, every file hash-checked, with the
+    Action's own pins for what the two share."""
+    pins = check_lock(ROOT / "requirements" / "report.txt")
+    assert "matplotlib" in pins and "numpy" in pins
+    action = check_lock(ROOT / "requirements" / "action.txt")
+    assert {name: pins[name] for name in action} == action
+
+
+def check_lock(path: Path) -> dict[str, str]:
+    """The lock's pins; every one carries hashes and every [project] dependency is pinned."""
+    lock = path.read_text()
     pins = dict(re.findall(r"^([a-z0-9_.-]+)==(\S+) \\$", lock, flags=re.MULTILINE))
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     for dep in deps:
         name = re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0].lower().replace("_", "-")
-        assert name in pins, f"{name} is not in requirements/action.txt: run scripts/lock-action"
+        assert name in pins, f"{name} is not in {path.name}: run scripts/lock-action and scripts/lock-report"
     assert "setuptools" in pins  # the build backend, for --no-build-isolation
     for block in re.split(r"\n(?=[a-z0-9_.-]+==)", lock)[1:]:
         assert "--hash=sha256:" in block, block.splitlines()[0]
+    return pins
 
 
 def test_script_never_evaluates_input_text(tmp_path: Path) -> None:
@@ -225,3 +252,43 @@ def test_script_builds_runner_launch_arguments(tmp_path: Path) -> None:
         "--security-group",
         "sg-2",
     ]
+
+
+PR_SH = "sudo -n /usr/local/lib/precisionbot/pr.sh"
+
+
+def test_the_gpu_job_runs_pr_code_only_as_the_pr_user() -> None:
+    """The killdemo, in the workflow's shape. PR code used to run as the runner user and could bypass the
+    step that ended its processes before upload-artifact (which holds the run's token): BASH_ENV through
+    $GITHUB_ENV, a fake `id` first on $GITHUB_PATH, an edited upload-artifact under _work/_actions. Now every
+    step that runs PR code goes through the root-owned pr.sh as the PR user (who cannot reach RUNNER_DIR, where
+    those files live: tests/runners/test_userdata.py), its processes are ended by an absolute-path root helper,
+    and upload-artifact reads a root-made copy of the results."""
+    from precisionbot.runners.records import RunnerSpec
+
+    doc = yaml.safe_load((ROOT / "examples" / "workflows" / "precision.yml").read_text())
+    steps = doc["jobs"]["gpu"]["steps"]
+    hook_dir = RunnerSpec(repo="o/r", name="n", label="l").hook_dir
+    assert f"sudo -n {hook_dir}/pr.sh" == PR_SH  # where the user-data puts it
+    runs = [(i, step) for i, step in enumerate(steps) if "run" in step]
+    first_pr = runs[0][0]
+    # Before it: checkouts only (data; persist-credentials false). No step of ours runs anything else.
+    assert all(str(step.get("uses", "")).startswith("actions/checkout@") for step in steps[:first_pr])
+    assert all(step["with"]["persist-credentials"] is False for step in steps[:first_pr])
+    for _, step in runs:
+        script = step["run"]
+        # Outside the single-quoted script handed to pr.sh nothing builds, installs or runs workspace code.
+        code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("#"))
+        outside = re.sub(r"-c '[^']*'", "-c ''", code)
+        assert PR_SH in outside, step["name"]
+        for word in ("python", "pip ", "./", "bash -c", "source ", ". ", "make"):
+            assert word not in outside.replace("bash -euo pipefail -c ''", ""), (step["name"], word)
+    names = [step.get("name") or step.get("uses", "") for step in steps]
+    end, collect = names.index("End the PR user's processes"), names.index("Collect the results")
+    assert steps[end]["run"].strip() == f"{PR_SH} end" and steps[end]["if"] == "always()"
+    assert steps[collect]["run"].strip().startswith(f"{PR_SH} collect results ") and collect == end + 1
+    # The only action after PR code is upload-artifact, last, reading the collected copy (not the workspace).
+    (upload,) = steps[collect + 1 :]
+    assert upload["uses"].startswith("actions/upload-artifact@")
+    assert upload["with"]["path"] == "${{ runner.temp }}/precision-results/"
+    assert "$RUNNER_TEMP/precision-results" in steps[collect]["run"]

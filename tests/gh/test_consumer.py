@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 
 from precisionbot.config import Config, GitHubConfig, from_mapping
 from precisionbot.errors import DataError
-from precisionbot.gh.api import IssueEvent, PullInfo
+from precisionbot.gh.api import IssueEvent, PullInfo, Review
 from precisionbot.gh.event import Event, parse_event
 from precisionbot.gh.gate import Facts, decide, needs
 
@@ -47,8 +48,12 @@ def labeled(label: str, actor: str = "carol", ago: float = 5) -> IssueEvent:
     return IssueEvent("labeled", actor, T0 - timedelta(seconds=ago), label)
 
 
+APPROVED = dict(reviews=(Review("dave", "APPROVED", HEAD),), reviewer_permissions=(("dave", "write"),))
+"""dave (write) approved HEAD in a review: what a fork's label run needs besides the label."""
+
+
 def facts(*pulls: PullInfo, events: tuple[IssueEvent, ...] = (), **kw: Any) -> Facts:
-    return Facts(run_pulls=pulls or (pull(),), run_events=events, **kw)
+    return Facts(run_pulls=pulls or (pull(),), run_events=events, **{**APPROVED, **kw})
 
 
 FORK_LABELED = facts(pull(fork=True, labels=(SAFE,)), events=(labeled(SAFE),), permission="write")
@@ -148,6 +153,30 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
         dict(run=True),
     ),
     (
+        "fork, fast-forward after the review",  # dave approved an older commit; the head moved by a plain push
+        run_event(fork=True),
+        replace(FORK_LABELED, reviews=(Review("dave", "APPROVED", "0" * 40),)),
+        dict(run=False, reason=f"approved its head {HEAD}"),
+    ),
+    (
+        "fork, approval withdrawn",
+        run_event(fork=True),
+        replace(FORK_LABELED, reviews=(Review("dave", "APPROVED", HEAD), Review("dave", "CHANGES_REQUESTED", HEAD))),
+        dict(run=False, reason="approved its head"),
+    ),
+    (
+        "fork, approval by a reader",
+        run_event(fork=True),
+        replace(FORK_LABELED, reviewer_permissions=(("dave", "read"),)),
+        dict(run=False, reason="approved its head"),
+    ),
+    (
+        "fork, approval then a comment-only review",
+        run_event(fork=True),
+        replace(FORK_LABELED, reviews=(Review("dave", "APPROVED", HEAD), Review("dave", "COMMENTED", HEAD))),
+        dict(run=True, reason="head approved by dave"),
+    ),
+    (
         "fork, label after the run",
         run_event(fork=True),
         facts(*FORK_LABELED.run_pulls, events=(labeled(SAFE, ago=-5),)),
@@ -173,7 +202,10 @@ def test_consumer(event: Event, fact: Facts, expected: dict[str, Any], request: 
     assert expected.pop("reason", "") in decision.reason
     for key, value in expected.items():
         assert getattr(decision, key) == value, key
-    assert decision.reactions == () and decision.reply is None  # nothing to react to: no comment started it
+    assert decision.reactions == ()  # nothing to react to: no comment started it
+    # A fork's run answers the person who labelled it with the commit it runs; automatic runs say nothing.
+    pinned = f"🚀 Running suite `pr` (check) on commit `{HEAD}`."
+    assert decision.reply == (pinned if decision.run and event.is_fork else None)
     if decision.run:
         assert decision.reason.startswith("PR #7 run 42 (") and decision.mode == "check"
 

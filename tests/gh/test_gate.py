@@ -9,9 +9,9 @@ import pytest
 
 from precisionbot.config import Config, GitHubConfig, from_mapping
 from precisionbot.errors import ConfigError
-from precisionbot.gh.api import PullInfo
+from precisionbot.gh.api import PullInfo, Review
 from precisionbot.gh.event import Event, parse_event
-from precisionbot.gh.gate import Facts, decide, needs
+from precisionbot.gh.gate import Facts, Needs, decide, needs
 
 REPO = "acme/engine"
 HEAD = "1234567890abcdef1234567890abcdef12345678"
@@ -60,8 +60,12 @@ def dispatch(inputs: dict[str, str], ref: str = "refs/heads/main") -> Event:
     return Event(name="workflow_dispatch", sha="f" * 40, ref=ref, default_branch="main", sender="dave", inputs=inputs)
 
 
+APPROVED: dict[str, Any] = dict(reviews=(Review("dave", "APPROVED", HEAD),), reviewer_permissions=(("dave", "write"),))
+"""dave (write) approved HEAD in a review: what a fork's run needs besides the label or the command."""
+
+
 def facts(**kw: Any) -> Facts:
-    base: dict[str, Any] = dict(bot_login=BOT, pull=pull(), permission="write", head_committed_at=T0)
+    base: dict[str, Any] = dict(bot_login=BOT, pull=pull(), permission="write", head_committed_at=T0, **APPROVED)
     base.update(kw)
     return Facts(**base)
 
@@ -91,8 +95,14 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
     (
         "fork labeled safe-to-test by maintainer",
         pr_event("labeled", fork=True, label="precision-safe-to-test"),
-        Facts(permission="maintain"),
-        dict(run=True, sha=HEAD),
+        Facts(permission="maintain", **APPROVED),
+        dict(run=True, sha=HEAD, reason="head approved by dave"),
+    ),
+    (
+        "fork labeled safe-to-test, no review of the head",
+        pr_event("labeled", fork=True, label="precision-safe-to-test"),
+        Facts(permission="maintain", reviews=(Review("dave", "APPROVED", "0" * 40),)),
+        dict(run=False, reason=f"approved its head {HEAD}"),
     ),
     (
         "fork labeled run label",
@@ -116,7 +126,14 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
             reply=f"🚀 Running suite `pr` (check) on commit `{HEAD}`.",
         ),
     ),
-    ("rerun by reader", comment_event(), facts(permission="read"), dict(run=False, reactions=("eyes", "confused"))),
+    # Silent for people without the rerun role: no reaction, no reply, whatever they wrote.
+    ("rerun by reader", comment_event(), facts(permission="read"), dict(run=False, reactions=(), reply=None)),
+    (
+        "malformed by an outsider",
+        comment_event("/precision rerun samples=lots"),
+        facts(permission="none"),
+        dict(run=False, reactions=(), reply=None, reason="ignored without a reply"),
+    ),
     ("edited comment", comment_event(action="edited"), facts(), dict(run=False, reactions=())),
     ("deleted comment", comment_event(action="deleted"), facts(), dict(run=False, reactions=())),
     ("comment on an issue", comment_event(is_pull=False), facts(), dict(run=False, reactions=(), reply=None)),
@@ -139,7 +156,8 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
         facts(),
         dict(run=False, reactions=("eyes", "confused")),
     ),
-    ("help", comment_event("/precision help"), facts(permission="none"), dict(run=False, reactions=("eyes",))),
+    ("help", comment_event("/precision help"), facts(), dict(run=False, reactions=("eyes",))),
+    ("help by an outsider", comment_event("/precision help"), facts(permission="none"), dict(reactions=(), reply=None)),
     (
         "unknown model",
         comment_event("/precision rerun models=nope"),
@@ -167,6 +185,18 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
     ),
     ("fork without sha=", comment_event(), facts(pull=pull(fork=True)), dict(run=False, reason="fork")),
     ("fork with sha=", comment_event(f"/precision rerun sha={HEAD}"), facts(pull=pull(fork=True)), dict(run=True)),
+    (
+        "fork with sha=, approval of an older commit",  # a fast-forward push after dave's review
+        comment_event(f"/precision rerun sha={HEAD}"),
+        facts(pull=pull(fork=True), reviews=(Review("dave", "APPROVED", "0" * 40),)),
+        dict(run=False, reason="not approved", reactions=("eyes", "confused")),
+    ),
+    (
+        "fork with sha=, approved by a triager",
+        comment_event(f"/precision rerun sha={HEAD}"),
+        facts(pull=pull(fork=True), reviewer_permissions=(("dave", "triage"),)),
+        dict(run=False, reason="not approved"),
+    ),
     # A 7-hex prefix (28 bits) is ground in minutes: a fork's head must be named in full, even when it matches.
     (
         "fork with a short sha=",
@@ -289,7 +319,10 @@ def test_permission_matrix(role: str | None, rerun: bool, baseline: bool) -> Non
     assert decide(comment_event("/precision rerun"), f, CONFIG).run is rerun
     assert decide(comment_event("/precision baseline"), f, CONFIG).run is baseline
     helped = decide(comment_event("/precision help"), f, CONFIG)
-    assert helped.run is False and helped.reply and "/precision rerun" in helped.reply
+    assert helped.run is False
+    # Only people who may run something get an answer at all (the usage text included).
+    assert bool(helped.reply and "/precision rerun" in helped.reply) is rerun
+    assert bool(helped.reactions) is rerun
 
 
 def test_rerun_options_reach_the_matrix() -> None:
@@ -304,11 +337,12 @@ def test_needs_fetch_only_what_decides() -> None:
     assert not needs(pr_event(labels=("precision",)), CONFIG, BOT).files
     assert needs(pr_event("labeled", label="precision"), CONFIG, BOT).permission_of == "carol"
     n = needs(comment_event(), CONFIG, BOT)
-    assert n.pull and n.commit_date and n.permission_of == "alice" and n.acknowledged
+    assert n.pull and n.commit_date and n.permission_of == "alice" and n.reviews and n.command
     assert needs(comment_event("/precision baseline"), CONFIG, BOT).default_head
-    assert not needs(comment_event("hi"), CONFIG, BOT).acknowledged
-    assert not needs(comment_event(action="edited"), CONFIG, BOT).acknowledged
-    assert not needs(comment_event(comment_user=BOT), CONFIG, BOT).acknowledged
+    assert needs(comment_event("/precision help"), CONFIG, BOT).permission_of == "alice"  # silent for outsiders
+    assert needs(comment_event("hi"), CONFIG, BOT) == needs(comment_event(action="edited"), CONFIG, BOT) == Needs()
+    assert needs(comment_event(comment_user=BOT), CONFIG, BOT) == Needs()
+    assert needs(pr_event("labeled", fork=True, label="precision-safe-to-test"), CONFIG, BOT).reviews
     assert needs(dispatch({}), CONFIG, BOT).permission_of == "dave"
 
 
@@ -375,5 +409,6 @@ def test_fork_code_never_runs_on_a_persistent_pool() -> None:
     fork_rerun = decide(comment_event(f"/precision rerun sha={HEAD}"), facts(pull=pull(fork=True)), pool)
     assert not fork_rerun.run and fork_rerun.reply and "persistent pool" in fork_rerun.reply
     label = pr_event("labeled", fork=True, label="precision-safe-to-test")
-    assert not decide(label, Facts(permission="admin"), pool).run
+    assert decide(label, Facts(permission="admin", **APPROVED), CONFIG).run
+    assert not decide(label, Facts(permission="admin", **APPROVED), pool).run
     assert decide(comment_event(), facts(), pool).run  # same-repository code may use the pool

@@ -104,12 +104,15 @@ def test_permission_matrix(
         assert outputs["sha"] == (HEAD if verb == "rerun" else "d" * 40)
         assert outputs["mode"] == ("check" if verb == "rerun" else "baseline")
         assert json.loads(outputs["matrix"])["include"][0]["suite"] == ("pr" if verb == "rerun" else "baseline")
-    elif verb == "help":
+    elif verb == "help" and role not in ("triage", "read", "none"):
         assert reactions == ["eyes"] and "/precision rerun" in replies(fake_github)[0]
-    else:
+    elif role in ("admin", "maintain", "write"):  # may rerun, not record baselines: told why
         assert reactions == ["eyes", "confused"]
         (reply,) = replies(fake_github)
         assert f"`alice` has **{role}**" in reply
+    else:  # no role that may run anything: the bot stays silent, help included
+        assert reactions == [] and replies(fake_github) == []
+        assert not fake_github.calls("GET", r"/pulls/") and not fake_github.calls("POST", ".")
 
 
 def test_fork_pr_is_not_run_automatically(fake_github: FakeGitHub, tmp_path: Path) -> None:
@@ -131,17 +134,37 @@ def test_fork_rerun_needs_the_reviewed_sha(fake_github: FakeGitHub, tmp_path: Pa
     assert outputs["run"] == "false" and "short" in replies(fake_github)[1]
     pinned = fake_github.add_comment(7, f"/precision rerun sha={HEAD}", created_at="2026-01-01T00:03:00Z")
     outputs, _ = run(fake_github, tmp_path, "issue_comment", comment_payload(fake_github, pinned))
+    assert outputs["run"] == "false" and "approved `" + HEAD in replies(fake_github)[2]  # no review yet
+    fake_github.add_review(7, "alice", commit_id=HEAD)
+    outputs, _ = run(fake_github, tmp_path, "issue_comment", comment_payload(fake_github, pinned))
     assert outputs["run"] == "true" and outputs["sha"] == HEAD
-    assert replies(fake_github)[2] == f"🚀 Running suite `pr` (check) on commit `{HEAD}`."
+    assert replies(fake_github)[3] == f"🚀 Running suite `pr` (check) on commit `{HEAD}`."
+
+
+def test_fork_rerun_after_a_fast_forward_past_the_review_is_refused(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """The repro: carol approves the head she read, mallory fast-forwards (GitHub logs no event for a plain
+    push), and a maintainer who did not look names the new head. Nobody approved it: no run."""
+    fake_github.add_pull(7, head_sha=HEAD, fork=True, author="mallory")
+    fake_github.set_permission("carol", "write")
+    fake_github.set_permission("alice", "write")
+    fake_github.add_review(7, "carol", commit_id=HEAD)
+    fake_github.set_head(7, "9" * 40)
+    fake_github.add_review(7, "mallory", commit_id="9" * 40)  # the author's own approval: no role, no weight
+    comment = fake_github.add_comment(7, f"/precision rerun sha={'9' * 40}")
+    outputs, _ = run(fake_github, tmp_path, "issue_comment", comment_payload(fake_github, comment))
+    assert outputs["run"] == "false" and "not approved" in outputs["reason"]
+    assert fake_github.reactions(comment["id"]) == ["eyes", "confused"]
+    assert [c.path for c in fake_github.calls("GET", "/permission$")][-1].endswith("/mallory/permission")
 
 
 def test_fork_label_by_maintainer_runs_the_labelled_head(fake_github: FakeGitHub, tmp_path: Path) -> None:
     fake_github.add_pull(7, head_sha=HEAD, fork=True, author="mallory")
     fake_github.set_permission("carol", "write", role_name="maintain")
+    fake_github.add_review(7, "carol", commit_id=HEAD)
     payload = pr_payload(fake_github, action="labeled", label="precision-safe-to-test", sender="carol")
     fake_github.set_head(7, "9" * 40)  # a push after the label: the payload's head still wins
     outputs, _ = run(fake_github, tmp_path, "pull_request", payload)
-    assert outputs["run"] == "true" and outputs["sha"] == HEAD
+    assert outputs["run"] == "true" and outputs["sha"] == HEAD and "approved by carol" in outputs["reason"]
 
 
 def test_edited_comment_is_ignored(fake_github: FakeGitHub, tmp_path: Path) -> None:
@@ -236,3 +259,28 @@ def test_each_plan_gives_its_cells_fresh_unguessable_runner_labels(fake_github: 
         assert re.fullmatch(r"precisionbot-[0-9a-f]{32}-0", cell["label"])
         labels.append(cell["label"])
     assert labels[0] != labels[1]
+
+
+def test_a_lone_surrogate_in_the_commenter_login_is_a_clean_refusal(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """The fuzzer's last internal error: ``"\\ud800"`` as ``comment.user.login`` reached the permission URL's
+    UTF-8 encoder. Now the payload is refused as a whole, naming the field, before anything is asked."""
+    from precisionbot.errors import DataError
+
+    fake_github.add_pull(7)
+    comment = fake_github.add_comment(7, "/precision rerun")
+    payload = comment_payload(fake_github, comment)
+    payload["sender"] = {"login": "alice"}  # only the commenter's login is hostile
+    payload["comment"]["user"] = {"login": "\ud800", "type": "User"}
+    (tmp_path / "event.json").write_text(json.dumps(payload))  # ensure_ascii: the file holds "\\ud800"
+    assert '"\\ud800"' in (tmp_path / "event.json").read_text()
+    env = ActionEnv(
+        token=fake_github.token,
+        api_url=fake_github.url,
+        repository=fake_github.repo,
+        event_name="issue_comment",
+        event_path=str(tmp_path / "event.json"),
+        sha="f" * 40,
+    )
+    with pytest.raises(DataError, match=r"comment\.user\.login .*lone UTF-16 surrogate"):
+        plan_action(env, CONFIG, rest(fake_github), out=io.StringIO())
+    assert fake_github.requests == []

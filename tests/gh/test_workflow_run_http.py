@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.gh.test_plan_http import HEAD, run
+from tests.gh.test_plan_http import HEAD, replies, run
 from tests.support.fake_github import FakeGitHub
 
 SAFE = "precision-safe-to-test"
@@ -53,14 +53,33 @@ def test_fork_pr_labelled_by_a_maintainer_is_found_by_head_and_runs(fake_github:
     for _ in range(120):  # two pages of events that say nothing about what started the run
         fake_github.add_issue_event(7, "mentioned", "carol", created_at="2026-01-01T11:00:00Z")
     fake_github.add_issue_event(7, "subscribed", "carol", created_at="2026-01-01T12:00:01Z")
+    fake_github.add_review(7, "carol", commit_id=HEAD)
     fake_github.add_label(7, SAFE, actor="carol", created_at=T_LABEL)
     outputs, _ = run(fake_github, tmp_path, "workflow_run", run_payload(fake_github))
     assert outputs["run"] == "true" and outputs["sha"] == HEAD and outputs["pr"] == "7"
-    assert f"label '{SAFE}' added by carol" in outputs["reason"]
+    assert f"label '{SAFE}' added by carol" in outputs["reason"] and "approved by carol" in outputs["reason"]
     (lookup,) = fake_github.calls("GET", r"/pulls$")
     assert lookup.query["head"] == "mallory:feature"
     assert len(fake_github.calls("GET", r"/issues/7/events$")) == 2
-    assert not fake_github.calls("POST", ".") and not fake_github.calls("GET", r"/files$")
+    assert not fake_github.calls("GET", r"/files$")
+    # The one write: the reply on the PR that names the commit this run checks out.
+    (post,) = fake_github.calls("POST", ".")
+    assert post.path.endswith("/issues/7/comments")
+    assert replies(fake_github) == [f"🚀 Running suite `pr` (check) on commit `{HEAD}`."]
+
+
+def test_fast_forward_between_the_review_and_the_label_is_refused(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """The repro: carol approves the head she read; mallory fast-forwards it (a plain push: GitHub logs no
+    event); carol adds the label without looking again. The run's head is one nobody approved."""
+    fake_github.add_pull(7, head_sha=HEAD, fork=True, author="mallory")
+    fake_github.set_permission("carol", "write", role_name="maintain")
+    fake_github.add_review(7, "carol", commit_id=HEAD)
+    fake_github.set_head(7, "9" * 40)
+    fake_github.add_label(7, SAFE, actor="carol", created_at=T_LABEL)
+    outputs, _ = run(fake_github, tmp_path, "workflow_run", run_payload(fake_github))
+    assert outputs["run"] == "false" and outputs["sha"] == ""
+    assert f"approved its head {'9' * 40}" in outputs["reason"]
+    assert not fake_github.calls("POST", ".")  # refusals of a label run write nothing
 
 
 def test_fork_push_after_the_label_is_refused(fake_github: FakeGitHub, tmp_path: Path) -> None:

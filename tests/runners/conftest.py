@@ -79,8 +79,19 @@ def instance_spec(**overrides: object) -> InstanceSpec:
     return InstanceSpec(**fields)  # type: ignore[arg-type]
 
 
+WORKFLOW_REF = f"{REPO}/.github/workflows/precision.yml@refs/heads/main"
+"""``GITHUB_WORKFLOW_REF`` of the run that launches the runner: the only workflow its hook accepts."""
+
+
 def runner_spec(name: str = "precisionbot-77-tabc-0001", **overrides: object) -> RunnerSpec:
-    fields: dict[str, object] = {"repo": REPO, "name": name, "label": name, "ttl_minutes": 90}
+    fields: dict[str, object] = {
+        "repo": REPO,
+        "name": name,
+        "label": name,
+        "ttl_minutes": 90,
+        "workflow_ref": WORKFLOW_REF,
+        "run_id": "4242",
+    }
     fields.update(overrides)
     return RunnerSpec(**fields)  # type: ignore[arg-type]
 

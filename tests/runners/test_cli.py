@@ -15,10 +15,13 @@ import pytest
 
 from precisionbot.cli import main
 from precisionbot.runners.cloud import Ec2Cloud
-from tests.runners.conftest import AMI, REPO
+from tests.runners.conftest import AMI, REPO, WORKFLOW_REF
 from tests.support.fake_github import FakeGitHub
 
-LAUNCH = ["runner", "launch", "--repo", REPO, "--instance-type", "g6.xlarge", "--ami", AMI, "--run-id", "4242"]
+LAUNCH = [
+    *("runner", "launch", "--repo", REPO, "--instance-type", "g6.xlarge", "--ami", AMI, "--run-id", "4242"),
+    *("--workflow-ref", WORKFLOW_REF),
+]
 
 
 @contextmanager
@@ -90,6 +93,47 @@ def test_launch_then_terminate_by_run_id(
     )
     assert github.runners() == []
     assert main(["runner", "terminate", "--instance-id", instance["InstanceId"]]) == 0  # idempotent
+
+
+def test_the_label_never_reaches_the_launch_log(
+    cloud: Ec2Cloud,
+    github: FakeGitHub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The label scrape: launch's log is public, and whoever reads the label there can queue a job for the
+    runner. The label is masked before anything is printed and no log line of ours names it."""
+    out = tmp_path / "github_output"
+    out.touch()
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    label = "precisionbot-" + "ab" * 16 + "-0"
+    with runners_come_online(github):
+        assert main([*LAUNCH, "--label", label, "--poll-interval", "0.05"]) == 0
+    captured = capsys.readouterr()
+    first, *rest = captured.out.splitlines()
+    assert first == f"::add-mask::{label}"
+    assert label not in "\n".join(rest) and label not in captured.err
+    assert read_outputs(out)["label"] == label  # the GPU job still gets it, through the outputs file
+    (instance,) = instances()
+    user_data = boto3.client("ec2").describe_instance_attribute(
+        InstanceId=instance["InstanceId"], Attribute="userData"
+    )["UserData"]["Value"]
+    import base64
+
+    script = base64.b64decode(user_data).decode()
+    assert label not in script  # nor in the instance's boot log
+    assert f"want_ref={WORKFLOW_REF}" in script and "want_run=4242" in script and "want_job=gpu" in script
+
+
+def test_launch_without_a_workflow_ref_is_refused(
+    cloud: Ec2Cloud, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("GITHUB_WORKFLOW_REF", raising=False)
+    assert main(LAUNCH[: LAUNCH.index("--workflow-ref")]) == 3
+    assert "--workflow-ref is required" in one_line_error(capsys.readouterr().err)
+    assert instances() == [] and github.runners() == []
 
 
 def test_launch_timeout_terminates_and_exits_3(

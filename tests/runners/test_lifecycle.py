@@ -63,6 +63,9 @@ def test_launch_starts_one_tagged_self_terminating_instance_and_waits_until_onli
     raw = instances[0]
     assert raw["InstanceType"] == "g6.xlarge" and raw["ImageId"] == "ami-12c6146b"
     assert raw.get("InstanceLifecycle") == "spot"
+    # IMDSv2 only, hop limit 1: the profile's credentials never reach a container or a further hop.
+    assert raw["MetadataOptions"]["HttpTokens"] == "required"
+    assert raw["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
     root_device = ec2().describe_images(ImageIds=["ami-12c6146b"])["Images"][0]["RootDeviceName"]
     (volume,) = ec2().describe_volumes()["Volumes"]
     assert (volume["Size"], volume["Attachments"][0]["Device"]) == (150, root_device)

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from precisionbot.errors import ConfigError
+from precisionbot.runners.records import RunnerSpec
 from precisionbot.runners.userdata import render_user_data
-from tests.runners.conftest import runner_spec
+from tests.runners.conftest import WORKFLOW_REF, runner_spec
 
 JIT = "eyJydW5uZXJfaWQiOjEwMDF9"
 
@@ -48,6 +49,8 @@ def _run(tmp_path: Path, script: str, tarball: Path | None = None, sudo_rules: s
     _stub(bin_dir, "id", "exit 0")
     _stub(bin_dir, "chown", "exit 0")
     _stub(bin_dir, "useradd", 'echo "useradd $*" >> "$EVENTS"')
+    # install -d -o root -g root -m 0755 DIR...: the folders only (ownership is the real machine's business)
+    _stub(bin_dir, "install", 'shift 7; mkdir -p "$@"')
     _stub(
         bin_dir,
         "curl",
@@ -71,7 +74,7 @@ def _runner_tarball(tmp_path: Path) -> Path:
     out = tmp_path / "runner.tar.gz"
     with tarfile.open(out, "w:gz") as tar:
         for name, body in (
-            ("run.sh", '#!/bin/bash\necho "run.sh $*" >> "$EVENTS"\n'),
+            ("run.sh", '#!/bin/bash\necho "run.sh $* hook=$ACTIONS_RUNNER_HOOK_JOB_STARTED" >> "$EVENTS"\n'),
             ("bin/installdependencies.sh", "#!/bin/bash\nexit 0\n"),
         ):
             data = body.encode()
@@ -80,6 +83,16 @@ def _runner_tarball(tmp_path: Path) -> Path:
             info.mode = 0o755
             tar.addfile(info, io.BytesIO(data))
     return out
+
+
+def local_spec(tmp_path: Path, **overrides: Any) -> RunnerSpec:
+    """A spec whose root-owned folders (hook dir, PR workspace root, /etc) are under ``tmp_path``: the script
+    really writes there when a test runs it."""
+    (tmp_path / "etc").mkdir(exist_ok=True)
+    fields: dict[str, Any] = dict(
+        hook_dir=str(tmp_path / "hooks"), pr_root=str(tmp_path / "pr-root"), etc_dir=str(tmp_path / "etc")
+    )
+    return runner_spec(**{**fields, **overrides})
 
 
 def test_rendered_script_has_the_watchdog_first_and_no_credentials() -> None:
@@ -143,22 +156,29 @@ def test_preinstalled_runner_runs_once_between_the_watchdog_and_power_off(tmp_pa
     runner_dir = tmp_path / "actions-runner"
     runner_dir.mkdir()
     _extract(_runner_tarball(tmp_path), runner_dir)
-    script = render_user_data(runner_spec(ttl_minutes=30, runner_dir=str(runner_dir)), JIT)
+    script = render_user_data(local_spec(tmp_path, ttl_minutes=30, runner_dir=str(runner_dir)), JIT)
     events = _run(tmp_path, script)
     assert events[0].startswith("shutdown -h +30 ")
     assert events[1:] == [
         "sudo -l precisionbot-runner",
+        "sudo -l precisionbot-pr",
         "sudo -u precisionbot-runner",
-        f"run.sh --jitconfig {JIT}",
+        f"run.sh --jitconfig {JIT} hook={tmp_path}/hooks/job-started.sh",
         "shutdown -h now",
     ]
+    # The runner's folder is its user's alone: the PR user can neither read nor write the job's files.
+    assert stat.S_IMODE(runner_dir.stat().st_mode) == 0o700
+    # The one sudo rule: the runner user may start the root-owned pr.sh, nothing else; PR code may not use cron.
+    rule = (tmp_path / "etc" / "sudoers.d" / "precisionbot").read_text()
+    assert rule == f"precisionbot-runner ALL=(root) NOPASSWD: {tmp_path}/hooks/pr.sh\n"
+    assert (tmp_path / "etc" / "cron.deny").read_text() == "precisionbot-pr\n"
 
 
 def test_a_runner_user_with_sudo_rights_never_runs_the_job(tmp_path: Path) -> None:
     runner_dir = tmp_path / "actions-runner"
     runner_dir.mkdir()
     _extract(_runner_tarball(tmp_path), runner_dir)
-    script = render_user_data(runner_spec(runner_dir=str(runner_dir)), JIT)
+    script = render_user_data(local_spec(tmp_path, runner_dir=str(runner_dir)), JIT)
     rules = "User precisionbot-runner may run the following commands:\n    (ALL) NOPASSWD: ALL\n"
     events = _run(tmp_path, script, sudo_rules=rules)
     assert not any(e.startswith("run.sh") for e in events)
@@ -175,16 +195,193 @@ def test_downloads_the_pinned_runner_and_verifies_its_checksum(tmp_path: Path) -
     tarball = _runner_tarball(tmp_path)
     digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
     runner_dir = tmp_path / "fresh"
-    spec = runner_spec(runner_dir=str(runner_dir), runner_version="2.400.1", runner_sha256=digest)
+    spec = local_spec(tmp_path, runner_dir=str(runner_dir), runner_version="2.400.1", runner_sha256=digest)
     events = _run(tmp_path, render_user_data(spec, JIT), tarball)
     assert events[1].startswith("curl https://github.com/actions/runner/releases/download/v2.400.1/")
     assert events[1].endswith("-2.400.1.tar.gz")
-    assert events[-2:] == [f"run.sh --jitconfig {JIT}", "shutdown -h now"]
+    assert events[-2:] == [f"run.sh --jitconfig {JIT} hook={tmp_path}/hooks/job-started.sh", "shutdown -h now"]
 
 
 def test_a_bad_checksum_never_starts_the_runner_but_still_powers_off(tmp_path: Path) -> None:
     tarball = _runner_tarball(tmp_path)
-    spec = runner_spec(runner_dir=str(tmp_path / "fresh"), runner_sha256="0" * 64)
+    spec = local_spec(tmp_path, runner_dir=str(tmp_path / "fresh"), runner_sha256="0" * 64)
     events = _run(tmp_path, render_user_data(spec, JIT), tarball)
     assert not any(e.startswith("run.sh") for e in events)
     assert events[0].startswith("shutdown -h +") and events[-1] == "shutdown -h now"
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> Path:
+    """The hook folder as the user-data leaves it on a booted instance (run with the system commands stubbed)."""
+    runner_dir = tmp_path / "actions-runner"
+    runner_dir.mkdir()
+    _extract(_runner_tarball(tmp_path), runner_dir)
+    events = _run(tmp_path, render_user_data(local_spec(tmp_path, runner_dir=str(runner_dir)), JIT))
+    assert any(e.startswith("run.sh") for e in events)
+    return tmp_path / "hooks"
+
+
+def _hook(hooks: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(hooks / "job-started.sh")], env={"PATH": os.environ["PATH"], **env}, capture_output=True,
+        text=True, timeout=30, check=False,
+    )  # fmt: skip
+
+
+GPU_JOB = {"GITHUB_WORKFLOW_REF": WORKFLOW_REF, "GITHUB_RUN_ID": "4242", "GITHUB_JOB": "gpu"}
+
+
+@pytest.mark.parametrize(
+    ("who", "env"),
+    [
+        # The label scrape: a returning contributor's fork workflow read the label and queued runs-on: <label>.
+        (
+            "a fork's workflow",
+            {**GPU_JOB, "GITHUB_WORKFLOW_REF": "mallory/engine/.github/workflows/x.yml@refs/heads/x"},
+        ),
+        ("this workflow on another branch", {**GPU_JOB, "GITHUB_WORKFLOW_REF": WORKFLOW_REF.replace("main", "dev")}),
+        ("another run of this workflow", {**GPU_JOB, "GITHUB_RUN_ID": "4243"}),
+        ("another job of this run", {**GPU_JOB, "GITHUB_JOB": "report"}),
+        ("a job that names nothing", {}),
+    ],
+)
+def test_the_job_started_hook_fails_every_other_job(installed: Path, who: str, env: dict[str, str]) -> None:
+    refused = _hook(installed, **env)
+    assert refused.returncode == 1, who
+    assert refused.stdout.startswith("::error::precisionbot: this runner serves only job gpu of run 4242")
+
+
+def test_the_job_started_hook_lets_the_expected_job_run(installed: Path) -> None:
+    assert _hook(installed, **GPU_JOB).returncode == 0
+
+
+def _pr_sh(installed: Path, cwd: Path, *args: str, pgrep_rc: int = 1, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run pr.sh as sudo would (root, environment reset), with runuser/pgrep/chown/kill stubbed: runuser drops
+    its ``-u USER --`` and runs the command (a kill only logged), pgrep answers ``pgrep_rc`` (1: no process of
+    the PR user left)."""
+    bin_dir = installed.parent / "pr-bin"
+    bin_dir.mkdir(exist_ok=True)
+    # Never a real kill: as root, `kill -KILL -1` ends every process on the machine. runuser only logs a kill,
+    # and a `kill` program first on the PATH catches anything else that would exec one.
+    _stub(
+        bin_dir,
+        "runuser",
+        'echo "runuser $*" >> "$EVENTS"; shift 3; case "$1" in *kill*) exit 0 ;; esac; exec "$@"',
+    )
+    _stub(bin_dir, "kill", 'echo "kill $*" >> "$EVENTS"')
+    _stub(bin_dir, "pgrep", f"exit {pgrep_rc}")
+    _stub(bin_dir, "chown", "exit 0")
+    _stub(bin_dir, "sleep", "exit 0")
+    _stub(bin_dir, "getent", "echo precisionbot-pr:x:1001:1001::/home/precisionbot-pr:/bin/bash")
+    return subprocess.run(
+        ["bash", str(installed / "pr.sh"), *args],
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "EVENTS": str(installed.parent / "pr-events.log"), **env},
+        cwd=cwd, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+
+
+def test_pr_code_runs_with_none_of_the_runner_s_environment(installed: Path, tmp_path: Path) -> None:
+    """The BASH_ENV and fake-`id` repros need the job's GITHUB_ENV / GITHUB_PATH files: PR code gets neither
+    their paths nor (as PR_USER) any access to RUNNER_DIR, and starts from a clean environment."""
+    workspace = tmp_path / "workspace"
+    (workspace / "python").mkdir(parents=True)
+    (workspace / "python" / "setup.py").write_text("print('pr code')\n")
+    hostile = {
+        "BASH_ENV": "/tmp/evil",
+        "GITHUB_ENV": "/runner/_work/_temp/_runner_file_commands/set_env",
+        "GITHUB_PATH": "/runner/_work/_temp/_runner_file_commands/add_path",
+        "ACTIONS_RUNTIME_TOKEN": "secret",
+    }
+    result = _pr_sh(installed, workspace, "run", "--", "env", **hostile)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == [
+        "HOME=/home/precisionbot-pr",
+        "LANG=C.UTF-8",
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+    ]
+    ws = tmp_path / "pr-root" / "ws"
+    assert (ws / "python" / "setup.py").read_text() == "print('pr code')\n"  # its own copy of the workspace
+    assert stat.S_IMODE(ws.stat().st_mode) == 0o700
+    assert (tmp_path / "pr-events.log").read_text().startswith("runuser -u precisionbot-pr -- env -i ")
+
+
+def test_results_come_back_as_data_only_and_only_after_the_pr_processes_ended(installed: Path, tmp_path: Path) -> None:
+    ws = tmp_path / "pr-root" / "ws"
+    (ws / "results" / "0").mkdir(parents=True)
+    (ws / "results" / "0" / "result.json").write_text("{}")
+    (ws / "results" / "0" / "runner-credentials").symlink_to("/etc/hostname")  # would read as the runner user
+    os.mkfifo(ws / "results" / "0" / "pipe")
+    dest = tmp_path / "collected"
+    assert _pr_sh(installed, tmp_path, "collect", "results", str(dest), pgrep_rc=0).returncode == 1  # still running
+    assert not dest.exists()
+    done = _pr_sh(installed, tmp_path, "collect", "results", str(dest))
+    assert done.returncode == 0, done.stderr
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == ["0", "0/result.json"]
+    for bad in ("../etc", "/etc", ""):
+        assert _pr_sh(installed, tmp_path, "collect", bad, str(dest)).returncode == 2
+
+
+def test_end_kills_every_pr_process_and_fails_when_some_survive(installed: Path, tmp_path: Path) -> None:
+    assert _pr_sh(installed, tmp_path, "end").returncode == 0
+    assert "runuser -u precisionbot-pr -- kill -KILL -1" in (tmp_path / "pr-events.log").read_text()
+    stubborn = _pr_sh(installed, tmp_path, "end", pgrep_rc=0)
+    assert stubborn.returncode == 1 and "survived" in stubborn.stderr
+
+
+def _setup_lines(script: str) -> str:
+    """The user-data's own lines that give the runner's folder away: the commands the test replays."""
+    lines = [line for line in script.splitlines() if line.endswith('"$RUNNER_DIR"') and line.startswith("ch")]
+    assert len(lines) == 2 and lines[0] == 'chown -R "$RUNNER_USER" "$RUNNER_DIR"', lines
+    return "\n".join(lines)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as two users"
+)
+def test_the_killdemo_fails_against_the_runner_folder_as_the_user_data_leaves_it() -> None:
+    """The killdemo's three moves, made for real by another uid (the PR user) against a runner folder set up by
+    the user-data's own chown/chmod lines: BASH_ENV into the job's env file, a fake `id` onto the job's path
+    file, an edited upload-artifact. Each is refused; the PR user can still write its own workspace beside it
+    (so the refusals come from the folder's mode, not from an unreachable path). No process is signalled."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="precisionbot-killdemo-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        runner_uid, pr_uid = 47_000 + os.getpid() % 1000 * 2, 47_001 + os.getpid() % 1000 * 2
+        runner_dir = base / "actions-runner"
+        commands = runner_dir / "_work" / "_temp" / "_runner_file_commands"
+        action = runner_dir / "_work" / "_actions" / "actions" / "upload-artifact" / "v4" / "dist"
+        for folder in (commands, action):
+            folder.mkdir(parents=True)
+        files = {
+            "env": commands / "set_env_1",
+            "path": commands / "add_path_1",
+            "action": action / "index.js",
+            "run": runner_dir / "run.sh",
+        }
+        for target in files.values():
+            target.write_text("original\n")
+            target.chmod(0o666)  # even world-writable files: the folder's mode alone must keep the PR user out
+        workspace = base / "pr-ws"
+        workspace.mkdir()
+        os.chown(workspace, pr_uid, pr_uid)
+        script = render_user_data(runner_spec(runner_dir=str(runner_dir)), JIT)
+        env = {"PATH": os.environ["PATH"], "RUNNER_DIR": str(runner_dir), "RUNNER_USER": str(runner_uid)}
+        subprocess.run(["bash", "-c", _setup_lines(script)], env=env, check=True, timeout=30)
+        attack = (
+            f'echo "BASH_ENV={workspace}/evil.sh" >> {files["env"]}; echo "1 $?" >> {workspace}/log\n'
+            f'echo "{workspace}/fake-bin" >> {files["path"]}; echo "2 $?" >> {workspace}/log\n'
+            f'echo "steal(process.env)" >> {files["action"]}; echo "3 $?" >> {workspace}/log\n'
+            f'echo "sleep infinity" >> {files["run"]}; echo "4 $?" >> {workspace}/log\n'
+            f'ls {runner_dir} >/dev/null 2>&1; echo "5 $?" >> {workspace}/log\n'
+        )
+        subprocess.run(
+            ["setpriv", f"--reuid={pr_uid}", f"--regid={pr_uid}", "--clear-groups", "bash", "-c", attack],
+            env={"PATH": os.environ["PATH"]}, capture_output=True, timeout=30, check=False,
+        )  # fmt: skip
+        results = dict(line.split() for line in (workspace / "log").read_text().splitlines())
+        assert results == {"1": "1", "2": "1", "3": "1", "4": "1", "5": "2"}, results  # all refused
+        assert all(target.read_text() == "original\n" for target in files.values())
+    finally:
+        shutil.rmtree(base)

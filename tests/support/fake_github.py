@@ -16,6 +16,7 @@ Python API (everything a test needs; all methods are thread-safe)::
         gh.add_issue(8)                                                 # an issue that is not a PR
         gh.add_label(7, "precision", actor="carol", created_at="...")   # label + its ``labeled`` issue event
         gh.add_issue_event(7, "head_ref_force_pushed", actor="mallory", created_at="...")
+        gh.add_review(7, "carol", commit_id="abc...", state="APPROVED")     # a submitted review
         gh.add_comment(7, "/precision rerun", user="alice", user_type="User") -> comment dict
         gh.set_permission("alice", "write", role_name="maintain")       # default role_name = permission
         gh.comments(7) / gh.comment(id) / gh.reactions(id) / gh.check_runs() / gh.runners()
@@ -31,7 +32,8 @@ Authentication: requests must send ``Authorization: token <token>`` (or ``Bearer
 
 Endpoints (``{o}/{r}`` must name a known repo, else 404):
 ``GET /user``; ``GET /repos/{o}/{r}``; ``GET /repos/{o}/{r}/pulls/{n}``; ``GET .../pulls/{n}/files``;
-``GET .../pulls?state=&head=owner:branch`` (paginated); ``GET .../issues/{n}/events`` (paginated);
+``GET .../pulls?state=&head=owner:branch`` (paginated); ``GET .../pulls/{n}/reviews`` (paginated);
+``GET .../issues/{n}/events`` (paginated);
 ``GET /repos/{o}/{r}/commits/{sha}``; ``GET /repos/{o}/{r}/issues/{n}``; ``GET|POST .../issues/{n}/comments``;
 ``GET|PATCH|DELETE .../issues/comments/{id}``; ``GET .../branches/{b}``;
 ``GET|POST .../issues/comments/{id}/reactions`` (201 new, 200 existing);
@@ -98,6 +100,7 @@ class FakeState:
     runners: dict[int, Json] = field(default_factory=dict)  # id -> runner (with "_repo")
     branches: dict[tuple[str, str], str] = field(default_factory=dict)  # (repo, branch) -> head sha
     issue_events: dict[tuple[str, int], list[Json]] = field(default_factory=dict)
+    reviews: dict[tuple[str, int], list[Json]] = field(default_factory=dict)
     next_id: int = 1000
 
 
@@ -272,6 +275,28 @@ class FakeGitHub:
             entry["label"] = {"name": label, "color": "ededed"}
         with self._lock:
             self.state.issue_events.setdefault((repo or self.repo, number), []).append(entry)
+        return entry
+
+    def add_review(
+        self,
+        number: int,
+        user: str,
+        commit_id: str,
+        state: str = "APPROVED",
+        submitted_at: str | None = None,
+        repo: str | None = None,
+    ) -> Json:
+        """A review of PR ``number`` by ``user``, given on ``commit_id`` (GitHub records the head it saw)."""
+        entry: Json = {
+            "id": self._new_id(),
+            "user": _user(user),
+            "state": state,
+            "commit_id": commit_id,
+            "submitted_at": submitted_at or now_iso(),
+            "body": "",
+        }
+        with self._lock:
+            self.state.reviews.setdefault((repo or self.repo, number), []).append(entry)
         return entry
 
     def add_label(

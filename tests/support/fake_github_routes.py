@@ -65,6 +65,12 @@ def _list_pulls(h: _Handler, m: re.Match[str]) -> Any:
     return h.paginate(pulls)
 
 
+@route("GET", _REPO + r"/pulls/(?P<n>\d+)/reviews")
+def _list_reviews(h: _Handler, m: re.Match[str]) -> Any:
+    repo, _ = _pull(h, m)
+    return h.paginate([_public(r) for r in h.owner.state.reviews.get((repo, int(m["n"])), [])])
+
+
 @route("GET", _REPO + r"/pulls/(?P<n>\d+)/files")
 def _get_pull_files(h: _Handler, m: re.Match[str]) -> Any:
     repo, _ = _pull(h, m)
