@@ -108,7 +108,8 @@ def run_suite(
         None if model is None else model.name, None if model is None else model.tp, profile
     )
     if suite.kl_div is not None and profile == "default":
-        thresholds = dataclasses.replace(thresholds, kl_div=suite.kl_div)  # the suite's own (a kit's threshold)
+        # the suite's own (a kit's threshold), named by its key in reasons
+        thresholds = dataclasses.replace(thresholds, kl_div=suite.kl_div, kl_div_key=f"suites.{suite.name}.kl_div")
     ctx = CheckContext(
         engine=engine,
         config=config,
