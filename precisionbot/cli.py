@@ -34,6 +34,7 @@ COMMANDS = (
     "runner",
     "calibrate",
     "thresholds",
+    "bisect",
     "config",
 )
 """Subcommand modules under ``precisionbot.commands``, in ``--help`` order."""

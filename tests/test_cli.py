@@ -24,6 +24,7 @@ def test_every_contract_command_is_registered() -> None:
         "runner",
         "calibrate",
         "thresholds",
+        "bisect",
         "config",
     }
     sub = next(a for a in build_parser()._actions if a.dest == "command")

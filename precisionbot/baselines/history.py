@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from precisionbot.baselines.accept import accepted
 from precisionbot.baselines.catalog import list_runs, load_golden
 from precisionbot.baselines.golden_compare import LayoutMismatch, compare_records
 from precisionbot.baselines.golden_record import GoldenRecord
@@ -50,6 +51,8 @@ class HistoryRow:
             "golden_vs_first": _finite(self.golden_vs_first),
             "golden_vs_previous": _finite(self.golden_vs_previous),
             "helpers": _finite(self.helpers),
+            "accepted": None if accepted(r) is None else dict(accepted(r) or {}),
+            "fingerprint": dict(r.fingerprint),
         }
 
 
@@ -127,7 +130,7 @@ def table(rows: Sequence[HistoryRow]) -> list[tuple[str, ...]]:
     """The text table's rows (a header first)."""
     head = ("date", "run", "commit", "label", "signature", "golden KL vs first", "vs prev", "flips vs first")
     helper_cols = tuple(f"{h} mean_k3 (vs first)" for h in CONSISTENCY_CHECKS)
-    out = [head + helper_cols]
+    out = [(*head, *helper_cols, "accepted")]
     for row in rows:
         r = row.run
         first, prev = row.golden_vs_first, row.golden_vs_previous
@@ -148,8 +151,15 @@ def table(rows: Sequence[HistoryRow]) -> list[tuple[str, ...]]:
             else:
                 ratio = m.get("vs_first", math.nan)
                 cells.append(f"{_fmt(m['mean_k3'])} ({'-' if math.isnan(ratio) else f'{ratio:.2g}x'})")
+        cells.append(accepted_text(r))
         out.append(tuple(cells))
     return out
+
+
+def accepted_text(meta: RunMeta) -> str:
+    """``PR #12 by alice: fp32 router GEMM`` for an accepted change, ``-`` otherwise."""
+    a = accepted(meta)
+    return "-" if a is None else f"PR #{a.get('pr')} by {a.get('by')}: {a.get('reason')}"
 
 
 def _g(d: dict[str, float] | None, key: str) -> str:

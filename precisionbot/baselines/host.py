@@ -1,4 +1,5 @@
-"""The hardware/software parts of a signature: GPU name, driver, CUDA, torch.
+"""The hardware/software parts of a signature (GPU name, driver, CUDA, torch) and of the environment
+fingerprint (those plus the GPU count, the installed packages, the engine's version and precisionbot's).
 
 The engine's own ``/server_info`` wins where it reports them (the builtin engine does); otherwise they come
 from this host, which is the GPU runner the engine runs on. Missing tools are not errors: the part is
@@ -12,6 +13,9 @@ import subprocess
 from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
+
+from precisionbot import __version__
+from precisionbot.baselines.fingerprint import build_fingerprint, engine_arg_list, packages_digest
 
 _INFO_KEYS = {
     "gpu": ("gpu_name", "device_name", "gpu"),
@@ -69,3 +73,61 @@ def _torch_cuda() -> str | None:
         return None
     version = getattr(torch.version, "cuda", None)
     return None if version is None else str(version)
+
+
+def gpu_inventory() -> tuple[str | None, int | None, str | None]:
+    """``(model, count, driver)`` of this host's GPUs by ``nvidia-smi``; ``(None, None, None)`` without one."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None, None, None
+    try:
+        done = subprocess.run(
+            [exe, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None, None, None
+    rows = [[c.strip() for c in r.split(",")] for r in done.stdout.strip().splitlines() if r.strip()]
+    rows = [r for r in rows if len(r) >= 2]
+    if not rows:
+        return None, None, None
+    return "+".join(sorted({r[0] for r in rows})), len(rows), rows[0][1]
+
+
+def installed_packages() -> list[str]:
+    """``name==version`` of every distribution in this Python environment (what ``pip freeze`` lists, read
+    from the package metadata without starting pip)."""
+    out = []
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata is not None else None
+        if name:
+            out.append(f"{name}=={dist.version}")
+    return out
+
+
+def gather_fingerprint(server_info: Mapping[str, Any], engine_args: str | None) -> dict[str, Any]:
+    """The environment fingerprint of a run on this host against an engine that reports ``server_info``.
+
+    The engine's own report wins for what it knows (its version, torch, the GPU it runs on); this host fills
+    in the rest. ``engine_args`` are the configured launch arguments, else the engine's reported ones."""
+    parts = host_parts(server_info)
+    model, count, driver = gpu_inventory()
+    if engine_args is None:
+        reported = server_info.get("server_args") or server_info.get("engine_args")
+        args: list[str] | None = engine_arg_list(reported) if isinstance(reported, (str, list)) else None
+    else:
+        args = engine_arg_list(engine_args)
+    return build_fingerprint(
+        gpu_model=model or parts["gpu"],
+        gpu_count=count,
+        driver=parts["driver"] or driver,
+        cuda=parts["cuda"],
+        torch=parts["torch"],
+        engine_version=None if server_info.get("version") is None else str(server_info["version"]),
+        engine_args=args,
+        packages_sha256=packages_digest(installed_packages()),
+        precisionbot=__version__,
+    )

@@ -52,6 +52,8 @@ class RunMeta:
     """``<name>.npz`` → ``{"sha256": hex, "bytes": n}``."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Check-specific layout (e.g. golden's per-sample table), JSON-native."""
+    fingerprint: Mapping[str, Any] = field(default_factory=dict)
+    """The environment it was recorded in (``baselines/fingerprint.py``); empty for runs recorded before it."""
 
     @property
     def date(self) -> str:
@@ -77,6 +79,7 @@ class RunMeta:
             "stats": dict(self.stats),
             "files": {k: dict(v) for k, v in self.files.items()},
             "extra": dict(self.extra),
+            "fingerprint": dict(self.fingerprint),
         }
 
     @classmethod
@@ -95,6 +98,7 @@ class RunMeta:
             stats=dict(data.get("stats") or {}),
             files={str(k): dict(v) for k, v in (data.get("files") or {}).items()},
             extra=dict(data.get("extra") or {}),
+            fingerprint=dict(data.get("fingerprint") or {}),
         )
 
 

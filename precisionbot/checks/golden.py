@@ -9,7 +9,7 @@ baseline (``--producer NAME``: a rerun, another backend) give the noise band the
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +29,13 @@ from precisionbot.baselines import (
     select_baseline,
     write_run,
 )
+from precisionbot.baselines.fingerprint import fingerprint_diff
 from precisionbot.baselines.golden_compare import Comparison, LayoutMismatch, compare_records, depth_bucket_edges
 from precisionbot.baselines.golden_judge import golden_stats, judge_golden, worst_positions
 from precisionbot.baselines.golden_record import GOLDEN_ARRAYS, GoldenRecord
 from precisionbot.baselines.helper_reruns import ARRAYS as HELPER_ARRAYS
 from precisionbot.baselines.helper_reruns import HelperRuns
+from precisionbot.baselines.host import gather_fingerprint
 from precisionbot.baselines.produce import (
     RequestProgress,
     choose_documents,
@@ -72,6 +74,9 @@ class GoldenTarget:
     def chosen(self) -> list[Document]:
         return choose_documents(self.documents, self.docs_per_kind, max(self.options.context_depths))
 
+    def fingerprint(self) -> dict[str, Any]:
+        return gather_fingerprint(self.engine.server_info().raw, self.engine_args)
+
     def signature(self) -> Signature:
         return golden_signature(
             self.engine.server_info(),
@@ -92,10 +97,14 @@ def record_golden(
     producer: str = "default",
     engine_commit: str | None = None,
     helpers: HelperRuns | None = None,
+    fingerprint: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
     progress: RequestProgress | None = None,
 ) -> RunMeta:
     """Run the golden corpus and store it as a new run record (never overwrites anything), with ``helpers``
-    (main's helper reruns) in the same record when given; ``progress`` hears of each finished request."""
+    (main's helper reruns) in the same record when given. ``fingerprint`` defaults to this host's and the
+    engine's (``gather_fingerprint``); ``extra`` adds JSON keys to the meta (an acceptance's audit record);
+    ``progress`` hears of each finished request."""
     signature = target.signature()
     record = produce(target.engine, plan_from_corpus(target.engine, target.chosen(), target.options), progress=progress)
     margins = record.top_lp[:, 0].astype(np.float64) - record.top_lp[:, 1]
@@ -120,7 +129,9 @@ def record_golden(
         extra={
             "golden": {"samples": [s.to_dict() for s in record.samples], "decode_steps": target.options.decode_steps},
             **({"helpers": helpers.to_extra()} if helpers is not None and helpers.helpers else {}),
+            **(extra or {}),
         },
+        fingerprint=dict(fingerprint) if fingerprint is not None else target.fingerprint(),
     )
     arrays: dict[str, Any] = {GOLDEN_ARRAYS: record.to_arrays()}
     if helpers is not None and helpers.helpers:
@@ -214,6 +225,10 @@ def compare_golden(
         band=band,
     )
     verdict, reasons = judge_golden(comparison, stats, band, thresholds, band_abs_delta)
+    fingerprint = target.fingerprint()
+    changed = fingerprint_diff(baseline.fingerprint, fingerprint)
+    if verdict is Verdict.FAIL and changed:
+        reasons = [*reasons, environment_note(baseline, changed)]
     stats["band_max_abs_delta"] = band_abs_delta
     stats["producers"] = [m.producer for m in producers]
     info = {
@@ -231,7 +246,12 @@ def compare_golden(
         stats=stats,
         worst=worst_positions(comparison, texts=_row_texts(texts, comparison, candidate)),
         # Per sample index: prose or code, so the HTML report can split its KL distribution by kind.
-        extra={"baseline": info, "signature": signature.digest, "sample_kinds": [s.kind for s in ref.samples]},
+        extra={
+            "baseline": {**info, "fingerprint": dict(baseline.fingerprint)},
+            "signature": signature.digest,
+            "sample_kinds": [s.kind for s in ref.samples],
+            "fingerprint_diff": changed,
+        },
     )
     record = PositionRecord(
         sample=comparison.sample,
@@ -245,6 +265,15 @@ def compare_golden(
         top_lp_test=comparison.top_lp_test,
     )
     return CheckOutput(result, record)
+
+
+def environment_note(baseline: RunMeta, changed: Sequence[str]) -> str:
+    """The failure's second reading: the baseline was made in another environment, which may be the cause."""
+    return (
+        f"the baseline {baseline.run_id} was recorded in another environment ({'; '.join(changed)}): the "
+        "difference may be the runner's, not the PR's; run an A/B on one runner against the merge base "
+        "(`baselines.mode: merge-base`) to tell them apart"
+    )
 
 
 def _row_texts(texts: Sequence[str], c: Comparison, candidate: GoldenRecord) -> list[str] | None:

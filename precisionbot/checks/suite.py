@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from precisionbot.baselines.host import gather_fingerprint
 from precisionbot.baselines.signature import Signature
 from precisionbot.baselines.store import Store
 from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
@@ -136,6 +137,7 @@ def run_suite(
     outputs = apply_vs_main(ctx, relate_to_match(ran, ctx.thresholds))
     wall = time.perf_counter() - t0
     info = engine_info or EngineInfo(url=engine.url, kind=engine.kind)
+    extra: dict[str, object] = {"timing": {"wall_s": wall}}
     environment: dict[str, object] = {
         "suite": suite.name,
         "profile": profile,
@@ -154,6 +156,8 @@ def run_suite(
         # SGLang's server args that the diagnosis reads (hybrid checkpoints and windows) and the report shows
         # (the HTML report marks prefill chunks and the window on its per-position charts).
         environment.update({k: server.raw[k] for k in ENGINE_ARGS_KEPT if k in server.raw})
+        args = None if model is None else f"{config.engine.args} {model.args}".strip()
+        extra["fingerprint"] = gather_fingerprint(server.raw, args)
     except EngineError:
         pass  # already reflected in the checks' verdicts
     outputs = apply_window_step(outputs, environment.get("sliding_window_size"))
@@ -162,7 +166,7 @@ def run_suite(
         signature=signature_for(ctx),
         engine=info,
         environment=environment,
-        extra={"timing": {"wall_s": wall}},
+        extra=extra,
     )
     records = {o.result.name: o.record for o in outputs if o.record is not None}
     return CheckRun(result=result, records=records)

@@ -55,6 +55,13 @@ def register(subparsers: Any) -> None:
         help="also run the consistency helpers R times and store their noise with the run "
         "(default: baselines.helper_reruns, 8; 0 = golden only)",
     )
+    rec.add_argument(
+        "--accept-reason",
+        metavar="TEXT",
+        help="record this run as an accepted numerics change (/precision accept): why the numbers changed",
+    )
+    rec.add_argument("--accepted-by", metavar="LOGIN", help="with --accept-reason: the maintainer who accepted it")
+    rec.add_argument("--pr", type=int, metavar="N", help="with --accept-reason: the merged PR whose numbers these are")
     sizes = rec.add_argument_group(
         "sizes",
         "as `check` takes them: the helper reruns use the PR suite's sizes with these overrides, which "
@@ -86,7 +93,15 @@ def register(subparsers: Any) -> None:
     )
     add_store_option(hist)
     hist.add_argument("--model", metavar="NAME")
-    hist.add_argument("--json", action="store_true", help="one JSON object per line")
+    hist.add_argument("--json", action="store_true", help="one JSON object per line (same as --format json)")
+    hist.add_argument(
+        "--format",
+        choices=("text", "json", "html"),
+        default="text",
+        help="html: one self-contained page of charts (golden drift, helper mean k3, thresholds, accepted changes)",
+    )
+    hist.add_argument("--out", metavar="FILE", help="write the output here instead of stdout")
+    hist.add_argument("--config", metavar="FILE", help="precisionbot YAML config (the thresholds the page draws)")
     hist.set_defaults(handler=_history)
 
     show = sub.add_parser("show", help="show one run's meta, signature parts, files and stats")
@@ -111,7 +126,9 @@ def _record(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from precisionbot import corpus
-    from precisionbot.baselines import open_store
+    from precisionbot.baselines import now_utc, open_store, select_baseline
+    from precisionbot.baselines.accept import KEY as ACCEPT_KEY
+    from precisionbot.baselines.accept import audit_record, check_reason
     from precisionbot.checks.golden import golden_target, record_golden
     from precisionbot.checks.progress import TerminalProgress
     from precisionbot.checks.rerun import rerun_helpers
@@ -128,6 +145,13 @@ def _record(args: argparse.Namespace) -> int:
     reruns = config.baselines.helper_reruns if args.reruns is None else args.reruns
     if reruns < 0 or reruns in (1, 2):
         raise ConfigError(f"--reruns {reruns}: use 0 (golden only) or at least 3 (main's noise needs 3 reruns)")
+    accepting = args.accept_reason is not None
+    if accepting and (args.accepted_by is None or args.pr is None or args.label != "baseline_established"):
+        raise ConfigError(
+            "--accept-reason needs --accepted-by LOGIN and --pr N, and the default --label baseline_established"
+        )
+    if accepting:
+        check_reason(args.accept_reason)
     helper_suite = rerun_suite(config, suite, args) if reruns else None
     progress = TerminalProgress(sys.stderr)
     progress.enabled = not args.quiet
@@ -142,6 +166,17 @@ def _record(args: argparse.Namespace) -> int:
                 helper_part = [] if helper_suite is None else [(helper_suite, _helpers_of(helper_suite))]
                 refuse_misfits(engine, *helper_part, (suite, ("golden",)))
                 target = golden_target(engine, config, suite.golden, model, documents)
+                audit = None
+                if accepting:
+                    replaced = select_baseline(store, target.model, target.signature().digest)
+                    audit = audit_record(
+                        reason=args.accept_reason,
+                        by=args.accepted_by,
+                        pr=args.pr,
+                        replaces=replaced,
+                        when=now_utc(),
+                        commit=commit,
+                    )
                 helpers = None
                 if helper_suite is not None:
                     helpers = rerun_helpers(
@@ -166,6 +201,7 @@ def _record(args: argparse.Namespace) -> int:
                     producer=args.producer,
                     engine_commit=commit,
                     helpers=helpers,
+                    extra=None if audit is None else {ACCEPT_KEY: audit},
                     progress=GoldenProgress(progress),
                 )
                 progress.close()
@@ -177,6 +213,9 @@ def _record(args: argparse.Namespace) -> int:
         print(f"  helper reruns: {kept}")
     print(f"  {store.uri}/{meta.prefix}")
     print(f"  model {meta.model}, signature {meta.signature}")
+    if audit is not None:
+        was = audit["replaces"]["run_id"] if audit["replaces"] else "no earlier baseline"
+        print(f"  accepted by {audit['by']} (PR #{audit['pr']}): {audit['reason']}; replaces {was}")
     return 0
 
 
@@ -323,20 +362,32 @@ def _list(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     from precisionbot.baselines.history import history, table
+    from precisionbot.config import load_config_or_default
+    from precisionbot.report.history_page import history_page
 
-    store = _existing_store(_store_uri(args))
+    config = load_config_or_default(args.config)
+    store = _existing_store(_store_uri(args, config if args.config else None))
     rows = history(store, args.model)
-    if args.json:
-        for row in rows:
-            print(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False))
-        return 0
-    if not rows:
-        print(f"no runs in {store.uri}")
-        return 0
-    cells = table(rows)
-    widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
-    for line in cells:
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+    fmt = "json" if args.json else args.format
+    if fmt == "html":
+        text = history_page(rows, config.thresholds_for(args.model, None), store.uri)
+    elif fmt == "json":
+        text = "".join(json.dumps(row.to_dict(), sort_keys=True, allow_nan=False) + "\n" for row in rows)
+    elif not rows:
+        text = f"no runs in {store.uri}\n"
+    else:
+        cells = table(rows)
+        widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
+        text = "".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() + "\n" for line in cells
+        )
+    if args.out:
+        from pathlib import Path
+
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out} ({len(rows)} runs)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
     return 0
 
 

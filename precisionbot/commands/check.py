@@ -70,6 +70,11 @@ def register(subparsers: Any) -> None:
         metavar="SHA",
         help="engine commit under test, shown in reports (default: $PRECISIONBOT_ENGINE_COMMIT, as baseline record)",
     )
+    p.add_argument(
+        "--base-ref",
+        metavar="REF",
+        help="baselines.mode merge-base: what the PR merges into (default: baselines.base_ref, origin/main)",
+    )
     p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"result directory (default {DEFAULT_OUT})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
@@ -319,10 +324,17 @@ def run(args: argparse.Namespace) -> int:
     model = _model(config, args)
     out = Path(args.out)
     store = open_store(args.baseline_store or config.baselines.store)
-    if "golden" in suite.checks:
+    if "golden" in suite.checks and config.baselines.mode != "merge-base":  # merge-base records its own
         require_existing_store(store, "--baseline-store")
     records: dict[str, Any] = {}
     started = False
+    ab: Any = None
+    if config.baselines.mode == "merge-base":
+        from precisionbot.commands.merge_base import live_baseline
+
+        stored = store
+        store, ab_meta, ab_wall = live_baseline(config, args, suite, model, out / "merge-base", _client)
+        ab = (stored, ab_meta, ab_wall)
     try:
         with open_engine(config, args, model, out) as engine:
             progress = TerminalProgress(sys.stderr)
@@ -365,10 +377,29 @@ def run(args: argparse.Namespace) -> int:
             write_result(out, result)  # so a report step can still say why
             raise _unusable(exc, args, config) from exc
     result = result.with_diagnosis(diagnose(result.checks, engine=result.environment))
+    if ab is not None and started:
+        from precisionbot.checks.ab import ab_summary
+
+        stored, ab_meta, ab_wall = ab
+        timing = result.extra.get("timing")
+        wall = ab_wall + (float(timing.get("wall_s", 0.0)) if isinstance(timing, dict) else 0.0)
+        fingerprint = result.extra.get("fingerprint")
+        summary = ab_summary(
+            ab_meta,
+            base_ref=args.base_ref or config.baselines.base_ref,
+            wall_s=wall,
+            fingerprint=fingerprint if isinstance(fingerprint, dict) else {},
+            stored=stored,
+        )
+        result = dataclasses.replace(result, extra={**result.extra, "ab": summary})
     # Which config judged this run, so the comment job can tell a PR-modified one (gh/provenance.py).
     result = dataclasses.replace(result, extra={**result.extra, provenance.KEY: provenance.config_digest(args.config)})
     write_result(out, result, records)
     print(render_table(result, out))
+    if isinstance(result.extra.get("ab"), dict):
+        from precisionbot.report.rows import ab_text
+
+        print(ab_text(result.extra["ab"]))
     if result.verdict.value == "inconclusive":
         print(f"precisionbot: inconclusive: {inconclusive_reasons(result)}", file=sys.stderr)
     stall = stall_report(result, out / "engine.log")

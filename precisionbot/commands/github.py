@@ -185,6 +185,9 @@ def plan_action(env: ActionEnv, config: Any, api: Any, out: TextIO | None = None
         "mode": d.mode,
         "matrix": json.dumps(with_runner_labels(d.matrix, secrets.token_hex(16)), separators=(",", ":")),
         "reason": d.reason,
+        "bisect_good": d.bisect_good,
+        "accept_reason": d.accept_reason,
+        "accepted_by": d.accepted_by,
     }
     print(f"precisionbot: {'run' if d.run else 'skip'}: {log_text(d.reason)}", file=out)
     print(write_outputs(values, env.output), end="", file=out)

@@ -10,6 +10,7 @@ from typing import Any
 
 from precisionbot.config.fields import Reader, did_you_mean, freeze_mapping, store_uri_problem
 from precisionbot.config.settings import (
+    BASELINE_MODES,
     DEFAULT_PROFILES,
     DEFAULT_SUITES,
     ENGINE_KINDS,
@@ -97,17 +98,13 @@ def _parse_baselines(r: Reader) -> BaselinesConfig:
         vs_main=r.boolean("vs_main", d.vs_main),
         vs_main_alpha=alpha,
         vs_main_min_ratio=min_ratio,
+        mode=r.choice("mode", d.mode, BASELINE_MODES),
+        base_ref=r.string("base_ref", d.base_ref),
     )
 
 
 def _parse_engine(r: Reader) -> EngineConfig:
     d = EngineConfig()
-    if "install" in r.data:
-        raise r.error(
-            "install",
-            "is not read by precisionbot (the workflow builds the engine in its own step)",
-            "remove it and put the build command in the workflow's 'Build and install the engine' step",
-        )
     r.only({f.name for f in dataclasses.fields(EngineConfig)})
     launch = r.opt_string("launch", d.launch)
     if launch is not None:
@@ -120,6 +117,8 @@ def _parse_engine(r: Reader) -> EngineConfig:
         kind=kind,
         url=r.opt_string("url", d.url),
         launch=launch,
+        install=r.opt_string("install", d.install),
+        checkout=r.string("checkout", d.checkout),
         args=r.string("args", d.args),
         health_timeout_s=r.positive_float("health_timeout_s", d.health_timeout_s, maximum=MAX_TIMEOUT_S),
         request_timeout_s=r.positive_float("request_timeout_s", d.request_timeout_s, maximum=MAX_TIMEOUT_S),

@@ -26,6 +26,7 @@ RUNNER_KINDS = ("ec2", "pool")
 PROFILES = ("default", "deterministic")
 PERMISSION_LEVELS = ("read", "triage", "write", "maintain", "admin")
 LAUNCH_PLACEHOLDERS = ("model", "tp", "port", "args")
+BASELINE_MODES = ("stored", "merge-base")
 SEPARATORS = ("strip-bos", "upstream")
 
 
@@ -41,6 +42,12 @@ class EngineConfig:
     launch: str | None = None
     """Command template with ``{model}``, ``{tp}``, ``{port}``, ``{args}``, e.g.
     ``python -m sglang.launch_server --model-path {model} --tp {tp} --port {port} {args}``."""
+    install: str | None = None
+    """Shell command that builds/installs the engine from the checked-out PR (run by the workflow); ``bisect``
+    and the merge-base A/B run it in each other commit's checkout (a failure there skips that commit)."""
+    checkout: str = "."
+    """The engine's git clone, for ``bisect`` and ``baselines.mode: merge-base`` (its commits are built in
+    worktrees of it; ``engine.launch`` runs in the commit's worktree)."""
     args: str = ""
     """Extra launch arguments for every model (``{args}`` gets these, then the model's own)."""
     health_timeout_s: float = 1200.0
@@ -328,6 +335,11 @@ class BaselinesConfig:
     """Significance of that rule, per helper: the false-alarm rate on a clean PR."""
     vs_main_min_ratio: float = 1.5
     """... and the smallest ratio to main it calls a regression (a tight main makes 1.05x significant)."""
+    mode: str = "stored"
+    """``stored``: golden is judged against the store's baseline of the signature. ``merge-base``: the same
+    runner first builds and runs the PR's merge base as the producer, then the PR (an A/B on one machine)."""
+    base_ref: str = "origin/main"
+    """What the PR merges into, for ``mode: merge-base`` (``check --base-ref`` overrides it)."""
 
 
 @dataclass(frozen=True)

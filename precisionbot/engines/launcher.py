@@ -102,6 +102,7 @@ class Launcher:
         port: int | None = None,
         env: Mapping[str, str] | None = None,
         stop_grace_s: float = 30.0,
+        cwd: str | Path | None = None,
     ) -> None:
         self.port = port or free_port(host)
         self.argv = render_command(template, model=model, tp=tp, port=self.port, args=args)
@@ -110,6 +111,8 @@ class Launcher:
         self.health_timeout_s = health_timeout_s
         self.stop_grace_s = stop_grace_s
         self.env = None if env is None else {**os.environ, **env}
+        self.cwd = None if cwd is None else Path(cwd)
+        """Where the command runs: an engine commit's checkout when bisecting or running an A/B."""
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
@@ -122,6 +125,7 @@ class Launcher:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=self.env,
+                cwd=self.cwd,
                 start_new_session=True,
             )
         except OSError as exc:

@@ -25,6 +25,9 @@ class PullInfo:
     author: str
     labels: tuple[str, ...] = ()
     state: str = "open"
+    merged: bool = False
+    """Merged into its base (``state`` is then ``closed``): what ``/precision accept`` waits for."""
+    merge_commit_sha: str | None = None
 
     @property
     def is_fork(self) -> bool:

@@ -99,6 +99,11 @@ class Decision:
     """Reactions on the triggering comment, in order (👀 comes first, on receipt)."""
     reply: str | None = None
     """A short reply comment (refusals, malformed commands, help)."""
+    bisect_good: str = ""
+    """mode ``bisect``: the known-good commit the commenter named (empty: the PR's merge base)."""
+    accept_reason: str = ""
+    """mode ``accept``: why the numbers changed, and who accepted them (``accepted_by``)."""
+    accepted_by: str = ""
 
 
 def _skip(reason: str) -> Decision:
@@ -129,6 +134,8 @@ def needs(event: Event, config: Config, bot_login: str) -> Needs:
             return Needs(command=command, permission_of=event.comment_user)
         if command.verb == "baseline":
             return Needs(command=command, permission_of=event.comment_user, default_head=True)
+        if command.verb in ("accept", "bisect"):
+            return Needs(command=command, permission_of=event.comment_user, pull=True)
         return Needs(command=command, permission_of=event.comment_user, pull=True, commit_date=True, reviews=True)
     if event.name == "workflow_dispatch":
         return Needs(permission_of=event.sender)
@@ -300,7 +307,7 @@ def _comment(event: Event, facts: Facts, config: Config) -> Decision:
         return _refuse("malformed command", f"😕 {command.problem}.", usage=True)
     if command.verb == "help":
         return Decision(run=False, reason="help", reactions=(EYES,), reply=USAGE)
-    required = gh.permissions.baseline if command.verb == "baseline" else gh.permissions.rerun
+    required = gh.permissions.baseline if command.verb in ("baseline", "accept") else gh.permissions.rerun
     if not _allowed(facts.permission, required):
         return _refuse(
             f"{event.comment_user} ({facts.permission}) may not {command.verb}",
@@ -310,6 +317,10 @@ def _comment(event: Event, facts: Facts, config: Config) -> Decision:
     try:
         if command.verb == "baseline":
             return _baseline(event, facts, config, command)
+        if command.verb == "accept":
+            return _accept(event, facts, config, command)
+        if command.verb == "bisect":
+            return _bisect(event, facts, config, command)
         return _rerun(event, facts, config, command)
     except ConfigError as exc:
         return _refuse(f"bad command: {exc}", f"😕 {exc}.", usage=True)
@@ -323,6 +334,42 @@ def _baseline(event: Event, facts: Facts, config: Config, command: SlashCommand)
     decision = _run(
         config, config.github.baseline_suite, head, event.pr, reason, command.models, reactions=(EYES, ROCKET)
     )
+    return replace(decision, reply=_pinned(decision))
+
+
+def _accept(event: Event, facts: Facts, config: Config, command: SlashCommand) -> Decision:
+    """Record the merged commit's numbers as the new baseline, with the audit record: only once merged (the
+    numbers of an unmerged head would become the reference of code the default branch never ran)."""
+    pull = facts.pull
+    assert pull is not None, "needs() asks for the pull on accept"
+    if not pull.merged or not pull.merge_commit_sha:
+        return _refuse(
+            "PR not merged",
+            "😕 `/precision accept` records a merged PR's numbers as the new baseline: merge it, then comment again.",
+        )
+    reason = f"/precision accept by {event.comment_user}"
+    decision = _run(config, config.github.baseline_suite, pull.merge_commit_sha, pull.number, reason, command.models)
+    decision = replace(
+        decision,
+        mode="accept",
+        reactions=(EYES, ROCKET),
+        accept_reason=command.reason or "",
+        accepted_by=event.comment_user or "",
+    )
+    return replace(decision, reply=_pinned(decision))
+
+
+def _bisect(event: Event, facts: Facts, config: Config, command: SlashCommand) -> Decision:
+    """Bisect the PR's own commits on a GPU runner: it builds each of them, so never a fork's."""
+    pull = facts.pull
+    assert pull is not None, "needs() asks for the pull on bisect"
+    if pull.is_fork:
+        return _refuse(
+            "fork PR bisect", "😕 `/precision bisect` builds every commit of the PR: not for PRs from forks."
+        )
+    reason = f"/precision bisect by {event.comment_user}"
+    decision = _run(config, config.github.pr_suite, pull.head_sha, pull.number, reason, command.models, command.checks)
+    decision = replace(decision, mode="bisect", reactions=(EYES, ROCKET), bisect_good=command.good or "")
     return replace(decision, reply=_pinned(decision))
 
 

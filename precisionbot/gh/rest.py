@@ -196,6 +196,8 @@ def _pull_info(data: dict[str, Any]) -> PullInfo:
         author=str((data.get("user") or {}).get("login", "")),
         labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
         state=str(data.get("state", "open")),
+        merged=data.get("merged") is True or bool(data.get("merged_at")),
+        merge_commit_sha=str(data["merge_commit_sha"]) if data.get("merge_commit_sha") else None,
     )
 
 

@@ -12,9 +12,18 @@ from dataclasses import dataclass
 from precisionbot.results import CHECK_NAMES
 
 PREFIX = "/precision"
-VERBS = ("rerun", "baseline", "help")
-KEYS = {"rerun": ("models", "checks", "samples", "sha"), "baseline": ("models", "sha"), "help": ()}
+VERBS = ("rerun", "baseline", "bisect", "accept", "help")
+KEYS = {
+    "rerun": ("models", "checks", "samples", "sha"),
+    "baseline": ("models", "sha"),
+    "bisect": ("good", "models", "checks"),
+    "accept": ("reason", "models"),
+    "help": (),
+}
+_QUOTED = re.compile(r'(\S+?)="([^"]*)"')
+"""``key="several words"`` (the accept reason): one value with spaces, no quote inside."""
 MAX_SAMPLES = 4096
+MAX_REASON = 500
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@/-]*$")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
@@ -27,6 +36,10 @@ again on this PR's head (write access or above). PRs from forks need `sha=` nami
 in full (all 40 hex digits).
 * `/precision baseline [models=a,b]`: record new golden baselines from the default branch after an \
 intentional numerics change (maintain or admin).
+* `/precision bisect [good=<sha>]`: find the first commit of this PR (after `good`, default its merge \
+base) whose checks fail (write access or above; not for PRs from forks).
+* `/precision accept reason="..."`: once this PR is merged, record its numbers as the new golden baseline \
+with your reason, login and the baseline it replaces (maintain or admin).
 * `/precision help`: this message.
 
 Check names: """
@@ -46,6 +59,10 @@ class SlashCommand:
     sha: str | None = None
     """The commit the commenter reviewed (7 to 40 hex digits; the gate wants all 40 for PRs from forks); the
     run is refused unless the PR head still starts with it."""
+    good: str | None = None
+    """``bisect``: the known-good commit (7 to 40 hex digits); None = the PR's merge base."""
+    reason: str | None = None
+    """``accept``: why the numbers changed (required)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +83,13 @@ def parse_command(body: str) -> SlashCommand | Malformed | None:
     if verb not in VERBS:
         return Malformed(f"unknown verb `{_clip(words[1])}`")
     values: dict[str, str] = {}
+    rest = first.split(None, 2)[2] if len(words) > 2 else ""
+    quoted = {m.group(1).lower(): m.group(2) for m in _QUOTED.finditer(rest)}
+    if quoted:
+        if verb != "accept" or set(quoted) != {"reason"}:
+            return Malformed('only `reason` takes a quoted value (`/precision accept reason="..."`)')
+        values["reason"] = quoted["reason"]
+        words = words[:2] + _QUOTED.sub(" ", rest).split()
     for word in words[2:]:
         key, sep, value = word.partition("=")
         key = key.lower()
@@ -102,7 +126,17 @@ def _build(verb: str, values: dict[str, str]) -> SlashCommand | Malformed:
         sha = sha.lower()
         if not _SHA.match(sha):
             return Malformed(f"`sha` must be 7 to 40 hex digits, not `{_clip(sha)}`")
-    return SlashCommand(verb=verb, models=models, checks=checks, samples=samples, sha=sha)
+    good = values.get("good")
+    if good is not None:
+        good = good.lower()
+        if not _SHA.match(good):
+            return Malformed(f"`good` must be 7 to 40 hex digits, not `{_clip(good)}`")
+    reason = " ".join(values.get("reason", "").split()) or None
+    if verb == "accept" and reason is None:
+        return Malformed('`accept` needs `reason="why the numbers changed"`')
+    if reason is not None and len(reason) > MAX_REASON:
+        return Malformed(f"the reason is longer than {MAX_REASON} characters")
+    return SlashCommand(verb=verb, models=models, checks=checks, samples=samples, sha=sha, good=good, reason=reason)
 
 
 def _names(raw: str | None) -> tuple[str, ...] | Malformed:

@@ -235,7 +235,10 @@ def environment_line(run: RunResult) -> str:
     engine = f"engine {label_text(run.engine.kind)} {label_text(short_sha(run.engine.commit))}"
     parts.append(engine)
     b = baseline_info(run)
-    if b is None:
+    ab = run.extra.get("ab")
+    if isinstance(ab, Mapping):
+        parts.append(ab_text(ab))
+    elif b is None:
         parts.append("no baseline")
     else:
         sha = b.get("engine_commit") or b.get("commit")
@@ -245,6 +248,18 @@ def environment_line(run: RunResult) -> str:
             text += f" from {label_text(str(when)[:10])}"
         parts.append(text)
     return " · ".join(parts)
+
+
+def ab_text(ab: Mapping[str, Any]) -> str:
+    """``A/B on one runner against merge-base abc1234 (0.4 GPU minutes)`` and, when the stored baseline of
+    the signature was made elsewhere, how (the difference the A/B stepped round)."""
+    minutes = ab.get("gpu_minutes")
+    cost = f" ({minutes:.2g} GPU minutes)" if isinstance(minutes, (int, float)) else ""
+    text = f"A/B on one runner against merge-base {label_text(str(ab.get('merge_base') or '')[:7])}{cost}"
+    diff = ab.get("stored_fingerprint_diff")
+    if isinstance(diff, list) and diff:
+        text += f"; the stored baseline was recorded in another environment: {label_text('; '.join(map(str, diff)))}"
+    return text
 
 
 def headline(run: RunResult) -> str:

@@ -234,7 +234,6 @@ def test_example_documents_every_key() -> None:
         ({"suites": {"pr": {"checks": ["match", "golen"]}}}, "names unknown check 'golen'; did you mean 'golden'?"),
         ({"thresholds": {"profile": "determinstic"}}, "did you mean 'deterministic'?"),
         ({"engine": {"kind": "sglng"}}, "did you mean 'sglang'?"),
-        ({"engine": {"install": "pip install -e ."}}, "key 'engine.install' is not read by precisionbot"),
     ],
 )
 def test_stricter_uris_paths_and_near_miss_names(data: Any, expected: str) -> None:
