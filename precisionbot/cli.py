@@ -25,18 +25,9 @@ from precisionbot.gh.workflow import log_text
 EXIT_SETUP_ERROR = 3
 
 COMMANDS = (
-    "serve",
-    "check",
-    "baseline",
-    "report",
-    "demo",
-    "github",
-    "runner",
-    "calibrate",
-    "thresholds",
-    "bisect",
-    "config",
-)
+    "serve", "check", "localize", "baseline", "report", "demo", "github", "runner", "calibrate", "thresholds",
+    "bisect", "config",
+)  # fmt: skip
 """Subcommand modules under ``precisionbot.commands``, in ``--help`` order."""
 
 

@@ -19,12 +19,15 @@ batch-invariant. The faults (options.py) break exactly this in the place where t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from precisionbot.builtin import attention, numerics
+from precisionbot.builtin import hooks as hooks_names
 from precisionbot.builtin.attention import NULL_SLOT, QBLOCK, Window
+from precisionbot.builtin.hooks import BatchTensors, ModuleHook
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.recurrent import GdnNumerics, GdnWeights, RecurrentState, gdn
 from precisionbot.builtin.weights import LayerWeights, ModelWeights
@@ -32,6 +35,8 @@ from precisionbot.builtin.weights import LayerWeights, ModelWeights
 TILE = 64
 """Rows per per-token tile."""
 RMS_EPS = 1e-6
+MLP_BF16_CHUNK = 32
+"""``mlp-bf16=L``: products summed in fp32 before each bf16 rounding of the running sum."""
 NOISE_CHOICES = 16
 """``nondeterministic``: each row draws one of this many reduction orders (choices 1-3 differ from clean)."""
 
@@ -60,6 +65,8 @@ class Segment:
     where the request holds no SWA page: out of the window). None: ``slots`` index the SWA pool too."""
     generated: int = 0
     """Tokens this request generated before this step (``swa-decode-window`` looks at it)."""
+    rid: str = ""
+    """The request's id (the dumper's ``rids``)."""
     out_logits: torch.Tensor | None = field(default=None)
     """Filled by ``forward``: float32 ``[len(tokens), V]`` logits (CPU)."""
 
@@ -125,6 +132,15 @@ class Model:
         self.mantissa = options.fault_value("mantissa")
         self.batch_variant = options.has_fault("batch-variant")
         self.short_decode_window = options.has_fault("swa-decode-window")
+        self.mlp_bf16 = options.fault_value("mlp-bf16")
+        self.hooks: list[ModuleHook] = []
+        """Forward hooks (hooks.py): called at every module boundary of a forward that is not ``graphed``."""
+        self.graphed: frozenset[str] = frozenset()
+        """Forward kinds (``prefill``, ``decode``) that SGLang would replay as a CUDA graph: no Python runs inside a
+        replayed graph, so no hook fires there (``--disable-cuda-graph`` / ``--disable-prefill-cuda-graph``
+        empty it)."""
+        self.after_forward: list[Callable[[], None]] = []
+        """Called after every forward, graphed or not (the dumper's ``step``)."""
 
     def round(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(self.act_dtype).float() if self.act_dtype != torch.float32 else t
@@ -243,20 +259,31 @@ class Model:
             if seg.noise is not None:
                 noise_choice[offset : offset + n] = torch.randint(0, NOISE_CHOICES, (n,), generator=seg.noise)
             offset += n
-        if all(seg.decode for seg in segments):
+        decode_only = all(seg.decode for seg in segments)
+        if decode_only:
             decode_rows[:] = True  # padding rows too: a decode-only step needs no prefill GEMM at all
         dev = self.device
         tokens, pos, full_slots = tokens.to(dev), pos.clamp(min=0).to(dev), slots.to(dev)
         decode_dev = decode_rows.to(dev)
         noisy = bool(noise_choice.any())
         noise_dev = noise_choice.to(dev)
+        hooks = [] if ("decode" if decode_only else "prefill") in self.graphed else list(self.hooks)
+        emit = _Emit(hooks, rows) if hooks else None
+        if emit is not None:
+            emit.batch(segments, tokens, pos, decode_only)
         x = self.embed.index_select(0, tokens)  # [padded, d] fp32 residual stream
+        if emit is not None:
+            emit(hooks_names.EMBED, None, (tokens,), x)
         tiles = range(0, padded, TILE)
         for layer, (norm, w_in, wo, mlp_norm, w_gu, w_down) in enumerate(self.layers):
+            layer_in = x
             slots_dev = full_slots
+            normed = torch.cat([self.rms(x[t : t + TILE], norm) for t in tiles])
+            if emit is not None:
+                emit(hooks_names.sub(layer, "input_layernorm"), layer, (x,), normed)
             if self.kinds[layer] == "gdn":
                 proj = torch.cat(
-                    [self.linear(self.rms(x[t : t + TILE], norm), w_in, rows, decode_dev[t : t + TILE]) for t in tiles]
+                    [self.linear(normed[t : t + TILE], w_in, rows, decode_dev[t : t + TILE]) for t in tiles]
                 )
                 mixed = [self.recur(layer, seg, proj[a : a + len(seg.tokens)]) for seg, a in _spans(segments)]
             else:
@@ -264,30 +291,63 @@ class Model:
                 if layer in self.swa_row:
                     swa = [self.pools(layer, s)[2][s.start : s.start + len(s.tokens)] for s in segments]
                     slots_dev = torch.cat(swa).to(dev)
-                q_all = self._qkv(layer, x, norm, w_in, pos, (k_pool, v_pool), slots_dev, rows, decode_dev)
+                q_all = self._qkv(layer, normed, w_in, pos, (k_pool, v_pool), slots_dev, rows, decode_dev)
                 mixed = [self.attend(layer, seg, q_all[a : a + len(seg.tokens)]) for seg, a in _spans(segments)]
             mix = torch.zeros(padded, mixed[0].shape[1], device=dev)
             mix[:rows] = torch.cat(mixed)
-            new_x = []
+            outs = []
             for t0 in tiles:
                 sl = slice(t0, t0 + TILE)
                 a = self.round(mix[sl])
-                o = self.noisy_wo(a, wo, noise_dev[sl]) if noisy else self.linear(a, wo, rows, decode_dev[sl])
-                xt = x[sl] + o
-                gate, up = self.linear(self.rms(xt, mlp_norm), w_gu, rows, decode_dev[sl]).chunk(2, dim=1)
-                xt = xt + self.linear(self.round(torch.nn.functional.silu(gate) * up), w_down, rows, decode_dev[sl])
-                new_x.append(self.truncate(xt))
-            x = torch.cat(new_x)
-        logits = torch.cat([self.rms(x[t0 : t0 + TILE], self.final_norm) @ self.unembed for t0 in tiles])
+                outs.append(self.noisy_wo(a, wo, noise_dev[sl]) if noisy else self.linear(a, wo, rows, decode_dev[sl]))
+            o = torch.cat(outs)
+            if emit is not None:
+                emit(hooks_names.sub(layer, hooks_names.MIXER_NAMES[self.kinds[layer]]), layer, (pos, normed), o)
+            xt = x + o
+            normed2 = torch.cat([self.rms(xt[t : t + TILE], mlp_norm) for t in tiles])
+            if emit is not None:
+                emit(hooks_names.sub(layer, "post_attention_layernorm"), layer, (xt,), normed2)
+            mlp_out = torch.cat(
+                [self.mlp(layer, normed2[t : t + TILE], w_gu, w_down, rows, decode_dev[t : t + TILE]) for t in tiles]
+            )
+            if emit is not None:
+                emit(hooks_names.sub(layer, "mlp"), layer, (normed2,), mlp_out)
+            x = self.truncate(xt + mlp_out)
+            if emit is not None:
+                emit(hooks_names.layer(layer), layer, (pos, layer_in), x)
+        final = torch.cat([self.rms(x[t0 : t0 + TILE], self.final_norm) for t0 in tiles])
+        if emit is not None:
+            emit(hooks_names.FINAL_NORM, None, (x,), final)
+        logits = torch.cat([final[t0 : t0 + TILE] @ self.unembed for t0 in tiles])
+        if emit is not None:
+            emit(hooks_names.LM_HEAD, None, (final,), logits)
+            emit(hooks_names.ROOT, None, (tokens, pos), logits)
         logits = logits[:rows].cpu()
         for seg, first in _spans(segments):
             seg.out_logits = logits[first : first + len(seg.tokens)]
+        for listener in self.after_forward:
+            listener()
+
+    def mlp(
+        self, layer: int, h: torch.Tensor, w_gu: torch.Tensor, w_down: torch.Tensor, rows: int, decode: torch.Tensor
+    ) -> torch.Tensor:
+        """SwiGLU of one tile ``h`` (the post-attention norm's output)."""
+        gate, up = self.linear(h, w_gu, rows, decode).chunk(2, dim=1)
+        act = self.round(torch.nn.functional.silu(gate) * up)
+        if layer == self.mlp_bf16:
+            # The bug (``mlp-bf16=L``): this layer's down projection accumulates in bf16, in chunks of
+            # MLP_BF16_CHUNK products, where a correct kernel accumulates in fp32 and rounds once.
+            acc = torch.zeros(act.shape[0], w_down.shape[1], device=act.device)
+            for k0 in range(0, act.shape[1], MLP_BF16_CHUNK):
+                part = act[:, k0 : k0 + MLP_BF16_CHUNK] @ w_down[k0 : k0 + MLP_BF16_CHUNK]
+                acc = (acc + part).to(torch.bfloat16).float()
+            return self.round(acc)
+        return self.linear(act, w_down, rows, decode)
 
     def _qkv(
         self,
         layer: int,
-        x: torch.Tensor,
-        norm: torch.Tensor,
+        normed: torch.Tensor,
         wqkv: torch.Tensor,
         pos: torch.Tensor,
         pools: tuple[torch.Tensor, torch.Tensor],
@@ -295,14 +355,14 @@ class Model:
         rows: int,
         decode_dev: torch.Tensor,
     ) -> torch.Tensor:
-        """Queries of every row ([padded, H, D]); writes the rows' keys and values into ``layer``'s pool at
-        ``slots_dev`` (one per real row)."""
+        """Queries of every row ([padded, H, D]) from the input norm's output ``normed``; writes the rows' keys
+        and values into ``layer``'s pool at ``slots_dev`` (one per real row)."""
         qs = []
         k_pool, v_pool = pools
         qkv_sizes = [self.h * self.hd, self.hkv * self.hd, self.hkv * self.hd]
-        for t0 in range(0, x.shape[0], TILE):
+        for t0 in range(0, normed.shape[0], TILE):
             sl = slice(t0, t0 + TILE)
-            q, k, v = torch.split(self.linear(self.rms(x[sl], norm), wqkv, rows, decode_dev[sl]), qkv_sizes, dim=1)
+            q, k, v = torch.split(self.linear(normed[sl], wqkv, rows, decode_dev[sl]), qkv_sizes, dim=1)
             qs.append(self.rope(q.reshape(TILE, self.h, self.hd), pos[sl]))
             k = self.rope(k.reshape(TILE, self.hkv, self.hd), pos[sl])
             real = slice(0, max(0, min(TILE, rows - t0)))
@@ -326,3 +386,29 @@ def _spans(segments: list[Segment]) -> list[tuple[Segment, int]]:
         out.append((seg, offset))
         offset += len(seg.tokens)
     return out
+
+
+class _Emit:
+    """Calls the hooks with the real rows of each tensor (the model pads its rows to a multiple of ``TILE``)."""
+
+    def __init__(self, hooks: list[ModuleHook], rows: int) -> None:
+        self.hooks = hooks
+        self.rows = rows
+
+    def batch(self, segments: list[Segment], tokens: torch.Tensor, pos: torch.Tensor, decode: bool) -> None:
+        info = BatchTensors(
+            input_ids=tokens[: self.rows],
+            positions=pos[: self.rows],
+            seq_lens=torch.tensor([s.start + len(s.tokens) for s in segments], dtype=torch.int64),
+            # No request pool here: a request's first KV slot names it as uniquely as SGLang's pool index.
+            req_pool_indices=torch.tensor([int(s.slots[0]) for s in segments], dtype=torch.int64),
+            rids=[s.rid for s in segments],
+            decode=decode,
+        )
+        for hook in self.hooks:
+            hook.batch(info)
+
+    def __call__(self, name: str, layer_id: int | None, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+        real = tuple(t[: self.rows] for t in inputs)
+        for hook in self.hooks:
+            hook.module(name, layer_id, real, output[: self.rows])

@@ -27,9 +27,10 @@ FAULT_NAMES: tuple[str, ...] = (
     "swa-decode-window",
     "state-mantissa",
     "state-bf16-decode",
+    "mlp-bf16",
 )
-"""Every fault name, in the order of docs/builtin-engine.md's table. ``mantissa`` and ``state-mantissa`` take
-a value (``=N``)."""
+"""Every fault name, in the order of docs/builtin-engine.md's table. ``mantissa``, ``state-mantissa`` and
+``mlp-bf16`` take a value (``=N``: mantissa bits, or the layer whose MLP runs in lower precision)."""
 
 HYBRID_ONLY_FAULTS = (
     "mamba-stale-checkpoint",
@@ -55,7 +56,7 @@ VOCABS = ("byte", "bpe-4096")
 PRESET_VOCABS = {"hybrid": "bpe-4096", "tiny": "byte"}
 """Each preset's vocabulary unless ``vocab`` says otherwise: the fast unit tests keep bytes."""
 
-_VALUED = {"mantissa": (1, 23), "state-mantissa": (1, 23)}
+_VALUED = {"mantissa": (1, 23), "state-mantissa": (1, 23), "mlp-bf16": (0, 63)}
 """Faults that need ``=VALUE``, with the inclusive integer range of the value."""
 
 DTYPES = ("bfloat16", "float32")
@@ -81,7 +82,8 @@ def parse_fault(spec: str) -> Fault:
     name = name.strip()
     if name not in FAULT_NAMES:
         raise ConfigError(
-            f"unknown fault {spec!r}; valid faults: {', '.join(FAULT_NAMES)} (mantissa and state-mantissa take =N)"
+            f"unknown fault {spec!r}; valid faults: {', '.join(FAULT_NAMES)} "
+            "(mantissa, state-mantissa and mlp-bf16 take =N)"
         )
     bounds = _VALUED.get(name)
     if bounds is None:
@@ -189,6 +191,11 @@ class EngineOptions:
             raise ConfigError(
                 f"fault(s) {', '.join(misplaced)} need the hybrid preset's recurrent/sliding-window layers; "
                 "drop --model-preset tiny"
+            )
+        mlp_layer = self.fault_value("mlp-bf16")
+        if mlp_layer is not None and mlp_layer >= len(self.layer_kinds):
+            raise ConfigError(
+                f"fault mlp-bf16={mlp_layer}: the model has layers 0..{len(self.layer_kinds) - 1}; pick one of them"
             )
         if len(set(names)) != len(names):
             raise ConfigError(f"a fault is given twice: {', '.join(f.spec() for f in self.faults)}")

@@ -217,6 +217,7 @@ class Scheduler:
                     req.noise,
                     state=req.rstate,
                     swa_slots=self.swa.slots(req) if self.swa is not None else None,
+                    rid=req.rid,
                 )
             )
             owners.append(req)
@@ -259,6 +260,7 @@ class Scheduler:
                     state=req.rstate,
                     swa_slots=self.swa.slots(req) if self.swa is not None else None,
                     generated=len(req.output_ids),
+                    rid=req.rid,
                 )
             )
         self.model.forward(segments)

@@ -17,6 +17,8 @@ from typing import Any
 import torch
 
 from precisionbot import __version__
+from precisionbot.builtin.dumper import Dumper, route_method
+from precisionbot.builtin.dumper_config import DumperRequestError, RuntimeFlags
 from precisionbot.builtin.model import Model
 from precisionbot.builtin.openai_api import (
     MODEL_NAME,
@@ -40,12 +42,16 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 class BuiltinRuntime:
     """Weights, model, KV pool and scheduler for ``options``."""
 
-    def __init__(self, options: EngineOptions) -> None:
+    def __init__(self, options: EngineOptions, flags: RuntimeFlags | None = None) -> None:
         self.options = options
+        self.flags = flags or RuntimeFlags()
         device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.device = torch.device(device)
         self.vocab = vocab_for(options.vocab_name)
         model = Model(options, build_weights(options), options.kv_pool_tokens, self.device)
+        model.graphed = self.flags.graphed
+        self.dumper = Dumper(self.flags.dumper)
+        self.dumper.attach(model)
         self.scheduler = Scheduler(options, model, self.vocab)
 
     def server_info(self) -> dict[str, Any]:
@@ -73,6 +79,8 @@ class BuiltinRuntime:
             "context_length": o.max_context_tokens,
             "max_total_num_tokens": o.kv_pool_tokens,
             "attention_backend": "builtin",
+            "disable_cuda_graph": self.flags.disable_cuda_graph,
+            "disable_prefill_cuda_graph": self.flags.disable_prefill_cuda_graph,
             # SGLang's meaning: the server was started with the flag. The batch-variant and nondeterministic
             # faults break what the flag promises, so a server with them does not claim it.
             "enable_deterministic_inference": o.enable_deterministic_inference
@@ -157,6 +165,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._body() if method == "POST" else {}
             handler = _ROUTES.get(path)
+            dumper_method = route_method(path) if method == "POST" and self.engine.dumper.routes else None
+            if dumper_method is not None:
+                self._dumper(dumper_method, body)
+                return
             if handler is None:
                 self._error(404, f"no route {path}")
                 return
@@ -169,6 +181,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(500, f"{type(exc).__name__}: {exc}")
 
     # ---- endpoints ----
+    def _dumper(self, method: str, body: Any) -> None:
+        try:
+            self._send(200, self.engine.dumper.handle(method, body))
+        except DumperRequestError as exc:
+            self._send(400, {"error": [str(exc)]})
+
     def health(self, body: Any) -> None:
         ok = self.engine.scheduler.alive
         self._send(200 if ok else 503, b"", "text/plain")
@@ -275,8 +293,12 @@ class BuiltinServer:
     ``start()`` returns once ``/health`` would answer 200; ``url`` is then ``http://HOST:PORT``.
     """
 
-    def __init__(self, options: EngineOptions, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, options: EngineOptions, host: str = "127.0.0.1", port: int = 0, flags: RuntimeFlags | None = None
+    ) -> None:
         self.options = options
+        self.flags = flags
+        """The dumper and CUDA-graph launch flags (dumper_config.py); None: SGLang's defaults."""
         self.host = host
         self.port = port
         self.url = ""
@@ -285,7 +307,7 @@ class BuiltinServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> BuiltinServer:
-        engine = BuiltinRuntime(self.options)
+        engine = BuiltinRuntime(self.options, self.flags)
         handler = type("Handler", (_Handler,), {"engine": engine})
         try:
             httpd = ThreadingHTTPServer((self.host, self.port), handler)
@@ -299,6 +321,11 @@ class BuiltinServer:
         host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         self.url = f"http://{host}:{httpd.server_address[1]}"
         self._wait_healthy(host, int(httpd.server_address[1]))
+        if engine.dumper.config.armed:
+            # SGLang's server sends this warm-up request once healthy, and a dumper enabled at start writes it.
+            # Only with the dumper armed here, so that the engine's prefix cache otherwise starts empty as before.
+            text = engine.vocab.encode("The capital city of France is")
+            engine.run([Request("warmup", text, SamplingParams(8, 0.0), LogprobParams())])
         return self
 
     def _wait_healthy(self, host: str, port: int) -> None:

@@ -179,6 +179,7 @@ def open_engine(config: Config, args: argparse.Namespace, model: ModelConfig | N
         engine: Any = BuiltinEngine(
             faults=tuple(args.fault) or config.engine.faults,
             disable_radix_cache=args.disable_radix_cache,
+            flags=_dumper_flags() if config.localize.enabled else None,
             **engine_kwargs(args),
             **common,
         )
@@ -214,6 +215,34 @@ def open_engine(config: Config, args: argparse.Namespace, model: ModelConfig | N
     kind = args.engine_kind or ("sglang" if e.kind == "builtin" else e.kind)
     with _client(kind, url, common) as engine:
         yield engine
+
+
+def _dumper_flags() -> Any:
+    """The builtin engine launched as localize needs it (docs/localize.md): routes, all modules, no graphs."""
+    from precisionbot.builtin.dumper_config import DumperConfig, RuntimeFlags
+
+    return RuntimeFlags(True, True, DumperConfig(server_port="reuse", non_intrusive_mode="all"))
+
+
+def _localize_failure(result: RunResult, url: str, config: Config, out: Path) -> RunResult:
+    """``localize:`` in the config: the first failing consistency helper's two paths, localized on the same
+    engine; the finding (or why there is none) goes into result.json as ``localization``."""
+    from precisionbot.errors import PrecisionbotError
+    from precisionbot.localize.run import HELPER_PATHS, Settings, localize_engines
+    from precisionbot.results import Verdict
+
+    failing = next((c for c in result.checks if c.verdict is Verdict.FAIL and c.name in HELPER_PATHS), None)
+    if failing is None:
+        return result
+    lc = config.localize
+    settings = Settings(HELPER_PATHS[failing.name], lc.prompt_tokens, lc.max_new_tokens, 24, lc.disk_floor_gib)
+    record: dict[str, Any] = {"check": failing.name}
+    try:
+        record |= localize_engines(url, None, settings, out / "localize").summary
+    except PrecisionbotError as exc:
+        record["error"] = str(exc)
+        print(f"precisionbot: localize: {exc}", file=sys.stderr)
+    return dataclasses.replace(result, extra={**result.extra, "localization": record})
 
 
 def _check_url(url: str, source: str) -> None:
@@ -360,6 +389,8 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 progress.close()
             result, records = done.result, done.records
+            if config.localize.enabled:
+                result = _localize_failure(result, engine.url, config, out)
     except EngineError as exc:
         # The engine would not start or answer: a result about the engine, not an error of ours.
         reason = f"engine unavailable: {exc}"
@@ -376,7 +407,8 @@ def run(args: argparse.Namespace) -> int:
         if not started:
             write_result(out, result)  # so a report step can still say why
             raise _unusable(exc, args, config) from exc
-    result = result.with_diagnosis(diagnose(result.checks, engine=result.environment))
+    localization = result.extra.get("localization")
+    result = result.with_diagnosis(diagnose(result.checks, engine=result.environment, localization=localization))
     if ab is not None and started:
         from precisionbot.checks.ab import ab_summary
 

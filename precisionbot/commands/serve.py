@@ -7,12 +7,14 @@ handler so the rest of the CLI starts without it.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
 from types import FrameType
 from typing import Any
 
+from precisionbot.builtin.dumper_config import RuntimeFlags, config_from_env
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.options import DTYPES, FAULT_NAMES, EngineOptions, parse_fault
 
@@ -22,7 +24,9 @@ def register(subparsers: Any) -> None:
         "serve",
         help="run the builtin engine as an SGLang-compatible HTTP server",
         description="Runs the builtin reference engine behind an SGLang-compatible HTTP API "
-        "(/generate, /flush_cache, /server_info, /v1/completions, ...). Prints its URL once healthy.",
+        "(/generate, /flush_cache, /server_info, /v1/completions, ...). Prints its URL once healthy. Honours "
+        "SGLang's DUMPER_* environment variables (DUMPER_SERVER_PORT=reuse adds POST /dumper/{configure,get_state,"
+        "reset}; docs/localize.md).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=30000, help="port (default 30000; 0 picks a free one)")
@@ -31,7 +35,7 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="NAME[=VALUE]",
-        help=f"switch on a fault (repeatable): {', '.join(FAULT_NAMES)}; mantissa and state-mantissa take =N",
+        help=f"switch on a fault (repeatable): {', '.join(FAULT_NAMES)}; mantissa, state-mantissa and mlp-bf16 take =N",
     )
     parser.add_argument("--seed", type=int, default=0, help="weight and sampling seed (default 0)")
     parser.add_argument("--page-size", type=int, default=16, help="KV page size in tokens (default 16)")
@@ -57,6 +61,16 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="hybrid preset: keep the sliding-window KV in the full pool (no SWA pool, no out-of-window freeing)",
     )
+    parser.add_argument(
+        "--disable-cuda-graph",
+        action="store_true",
+        help="SGLang's flag; without it decode batches behave as replayed CUDA graphs: the dumper's hooks do not fire",
+    )
+    parser.add_argument(
+        "--disable-prefill-cuda-graph",
+        action="store_true",
+        help="SGLang's flag; without it prefill batches behave as replayed CUDA graphs: the dumper's hooks do not fire",
+    )
     add_engine_flags(parser)
     parser.set_defaults(handler=run)
 
@@ -80,6 +94,7 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
 
 def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)  # bad faults/options fail here, before torch loads
+    runtime = RuntimeFlags(args.disable_cuda_graph, args.disable_prefill_cuda_graph, config_from_env(os.environ))
     from precisionbot.builtin.server import BuiltinServer
 
     stop = threading.Event()
@@ -88,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = signal.signal(signal.SIGTERM, on_signal)
-    server = BuiltinServer(options, host=args.host, port=args.port).start()
+    server = BuiltinServer(options, host=args.host, port=args.port, flags=runtime).start()
     try:
         faults = ", ".join(options.fault_specs()) or "none"
         numerics = "deterministic" if options.enable_deterministic_inference else "production"

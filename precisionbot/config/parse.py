@@ -27,6 +27,7 @@ from precisionbot.config.settings import (
     GoldenOptions,
     GoldenThresholds,
     LayersOptions,
+    LocalizeConfig,
     ModelConfig,
     PermissionsConfig,
     RunnerConfig,
@@ -45,7 +46,7 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0
 def parse_config(data: Any, source: str) -> Config:
     """Validate a parsed YAML mapping into a ``Config`` (``ConfigError`` naming file, key and fix)."""
     root = Reader(data, source, "")
-    root.only({"engine", "models", "suites", "thresholds", "baselines", "github", "runner"})
+    root.only({"engine", "models", "suites", "thresholds", "baselines", "github", "runner", "localize"})
     runner = _parse_runner(root.section("runner"), RunnerConfig())
     suites = dict(DEFAULT_SUITES)
     suites_r = root.section("suites")
@@ -72,7 +73,22 @@ def parse_config(data: Any, source: str) -> Config:
         baselines=_parse_baselines(root.section("baselines")),
         github=github,
         runner=runner,
+        localize=_parse_localize(root.section("localize")),
         source=source,
+    )
+
+
+def _parse_localize(r: Reader) -> LocalizeConfig:
+    d = LocalizeConfig()
+    r.only({f.name for f in dataclasses.fields(LocalizeConfig)})
+    new_tokens = r.positive_int("max_new_tokens", d.max_new_tokens)
+    if new_tokens < 2:
+        raise r.error("max_new_tokens", f"must be >= 2 (got {new_tokens})", "the first decode step consumes token 2")
+    return LocalizeConfig(
+        enabled=r.boolean("enabled", d.enabled),
+        prompt_tokens=r.positive_int("prompt_tokens", d.prompt_tokens),
+        max_new_tokens=new_tokens,
+        disk_floor_gib=r.positive_float("disk_floor_gib", d.disk_floor_gib),
     )
 
 

@@ -324,6 +324,20 @@ class ThresholdsConfig:
 
 
 @dataclass(frozen=True)
+class LocalizeConfig:
+    """``localize:``: after a consistency helper fails, name the first diverging op with the engine's SGLang
+    tensor dumper (docs/localize.md). The engine must run with the dumper settings: the builtin engine gets
+    them from ``check``; a launched or running engine needs them in its launch command."""
+
+    enabled: bool = False
+    prompt_tokens: int = 96
+    max_new_tokens: int = 8
+    """Decode steps captured (the ``match`` and ``decode_cache_hit`` paths)."""
+    disk_floor_gib: float = 5.0
+    """Dumping stops when free disk on the result directory falls below this."""
+
+
+@dataclass(frozen=True)
 class BaselinesConfig:
     store: str = ".precisionbot/baselines"
     """``s3://bucket/prefix``, ``file://dir`` or a directory path."""
@@ -390,6 +404,7 @@ class Config:
     baselines: BaselinesConfig = BaselinesConfig()
     github: GitHubConfig = GitHubConfig()
     runner: RunnerConfig = RunnerConfig()
+    localize: LocalizeConfig = LocalizeConfig()
     source: str = "<defaults>"
     """Where this came from (a file path), for error messages."""
 

@@ -25,6 +25,7 @@ class BuiltinEngine(SGLangEngine):
         preset: str = "hybrid",
         vocab: str | None = None,
         options: Any = None,
+        flags: Any = None,
         batch_size: int = 8,
         concurrency: int = 4,
         request_timeout_s: float = 600.0,
@@ -40,7 +41,8 @@ class BuiltinEngine(SGLangEngine):
                 vocab=vocab,
             )
         self.options = options
-        self.server = BuiltinServer(options, host="127.0.0.1", port=0)
+        # ``flags``: a ``builtin.dumper_config.RuntimeFlags`` (the dumper and CUDA-graph flags), for localize.
+        self.server = BuiltinServer(options, host="127.0.0.1", port=0, flags=flags)
         self.server.start()
         try:
             super().__init__(

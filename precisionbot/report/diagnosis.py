@@ -8,7 +8,8 @@ Codes (stable, docs/architecture.md; more may be added): which helper diverged �
 ``arithmetic``; where in the sequence — ``onset_first_token``, ``onset_mid_generation``; which requests —
 ``concentrated``, ``global``; noise or bug — ``systematic_flip``, ``excess_flips``, ``noise``; against other
 runs — ``vs_baseline``, ``vs_previous``; hybrid models (the engine reports SGLang's ``mamba_track_interval``
-or ``sliding_window_size``) — ``recurrent_state``, ``window_handoff``.
+or ``sliding_window_size``) — ``recurrent_state``, ``window_handoff``; which op (a run localized with the
+engine's tensor dumper, ``localize:``) — ``first_diverging_op``.
 """
 
 from __future__ import annotations
@@ -38,11 +39,16 @@ def diagnose(
     baseline_stats: BaselineStats | None = None,
     previous: RunResult | None = None,
     engine: Mapping[str, Any] | None = None,
+    localization: Any = None,
 ) -> tuple[Diagnosis, ...]:
     """The findings for one run, most telling first. ``engine``: the run's ``environment`` (server args such as
-    ``mamba_track_interval`` and ``sliding_window_size`` name the hybrid codes' boundaries)."""
+    ``mamba_track_interval`` and ``sliding_window_size`` name the hybrid codes' boundaries); ``localization``:
+    result.json's ``localization`` object, when the run localized a failure (docs/localize.md)."""
     by_name = {c.name: c for c in checks}
     out: list[Diagnosis] = []
+    op = _first_diverging_op(localization)
+    if op is not None:
+        out.append(op)
     primary = _which_helper(by_name, out)
     if primary is None and _failed(by_name.get("golden")):
         primary = by_name["golden"]
@@ -350,3 +356,28 @@ def _vs_previous(checks: Sequence[CheckResult], previous: RunResult) -> list[Dia
             continue
         out.append(Diagnosis("vs_previous", text, c.name))
     return out
+
+
+def _first_diverging_op(localization: Any) -> Diagnosis | None:
+    """The op a localization named, as the comment's first finding: "first diverging op: layers.1.linear_attn
+    (recurrent mixer) at decode step 3: inputs identical, output rel_diff 4.1e-2". A localization that could
+    not answer says why; one that found nothing says that too."""
+    if not isinstance(localization, Mapping):
+        return None
+    check = localization.get("check") if isinstance(localization.get("check"), str) else None
+    error = localization.get("error")
+    if isinstance(error, str):
+        return Diagnosis("first_diverging_op", cap(f"not localized: {error}", 300), check)
+    first = localization.get("first_diverging_op")
+    if first is None:
+        n = localization.get("aligned_positions")
+        return Diagnosis("first_diverging_op", f"localized: no op differs at the {n} positions re-run", check)
+    if not isinstance(first, Mapping) or not isinstance(first.get("module"), str):
+        return None
+    rel = first.get("rel_diff")
+    rel_text = sig(rel) if isinstance(rel, (int, float)) else "?"
+    text = (
+        f"first diverging op: {first['module']} ({first.get('kind', 'module')}) at {first.get('where', '?')}: "
+        f"inputs identical, output rel_diff {rel_text}"
+    )
+    return Diagnosis("first_diverging_op", text, check)

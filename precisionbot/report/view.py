@@ -150,7 +150,13 @@ def section_view(section: ReportSection, detail: Detail) -> SectionView:
     base, base_word = _baseline(section)
     texts = known_token_texts(run.checks)
     diag = (
-        diagnose(run.checks, baseline_stats=base, previous=section.previous, engine=run.environment)
+        diagnose(
+            run.checks,
+            baseline_stats=base,
+            previous=section.previous,
+            engine=run.environment,
+            localization=run.extra.get("localization"),
+        )
         if run.checks
         else run.diagnosis
     )

@@ -11,7 +11,7 @@ def test_fault_names_match_the_contract_table() -> None:
         "restore-layer0-only", "restore-stale-page", "cache-decode-kv-rounded", "attn-p-fp8",
         "attn-p-fp8-scaled", "attn-p-bf16", "mantissa", "chunk-boundary", "batch-variant", "nondeterministic",
         "mamba-stale-checkpoint", "conv-state-shift", "swa-early-evict", "swa-decode-window", "state-mantissa",
-        "state-bf16-decode",
+        "state-bf16-decode", "mlp-bf16",
     }  # fmt: skip
 
 
@@ -21,6 +21,7 @@ def test_fault_names_match_the_contract_table() -> None:
         ("attn-p-fp8", Fault("attn-p-fp8")),
         (" mantissa=5 ", Fault("mantissa", 5)),
         ("mantissa=16", Fault("mantissa", 16)),
+        ("mlp-bf16=2", Fault("mlp-bf16", 2)),
     ],
 )
 def test_parse_fault(spec: str, expected: Fault) -> None:
@@ -40,6 +41,13 @@ def test_unknown_fault_lists_the_valid_ones() -> None:
 def test_bad_fault_values(spec: str) -> None:
     with pytest.raises(ConfigError, match=r"mantissa|takes no value"):
         parse_fault(spec)
+
+
+def test_mlp_bf16_needs_a_layer_the_model_has() -> None:
+    with pytest.raises(ConfigError, match=r"fault mlp-bf16=3: the model has layers 0..2; pick one of them"):
+        EngineOptions(faults=(parse_fault("mlp-bf16=3"),))
+    with pytest.raises(ConfigError, match=r"mlp-bf16.*needs an integer value 0..63"):
+        parse_fault("mlp-bf16")
 
 
 @pytest.mark.parametrize(

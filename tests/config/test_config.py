@@ -208,6 +208,7 @@ def test_example_documents_every_key() -> None:
         "permissions": cfg.PermissionsConfig,
         "baselines": cfg.BaselinesConfig,
         "thresholds.golden": cfg.GoldenThresholds,
+        "localize": cfg.LocalizeConfig,
     }
     missing = []
     for section, cls in sections.items():

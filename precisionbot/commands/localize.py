@@ -1,0 +1,186 @@
+"""``precisionbot localize``: which op. Drives the engine's SGLang-style dumper around its own requests and
+prints the first module whose inputs are bit-identical and whose output differs (docs/localize.md).
+
+Exit 0: every aligned row agrees; 1: a diverging op was found; 3: a refusal (a setting that would make the
+dump silently empty or misleading) or a setup error. torch is imported inside the handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
+from precisionbot.builtin.options import FAULT_NAMES, EngineOptions, parse_fault
+from precisionbot.config import load_config_or_default
+from precisionbot.errors import ConfigError
+
+DEFAULT_OUT = "precisionbot-localize"
+PATHS = ("decode", "prefill-cache-hit", "decode-cache-hit", "golden")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "localize",
+        help="name the first op whose inputs agree and whose output differs (SGLang's dumper)",
+        description="Captures every module's inputs and outputs with the engine's tensor dumper (SGLang's "
+        "DUMPER_* settings) on two runs that must agree row for row, and prints 'first diverging op: MODULE'. "
+        "Writes DIR/comparison.jsonl (SGLang comparator records), DIR/localization.json and the dumps. Exit 0 "
+        "no difference, 1 a diverging op, 3 a refusal or setup error.",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--engine-url", metavar="URL", help="a running engine started with the dumper settings")
+    src.add_argument(
+        "--engine",
+        choices=("builtin", "launch"),
+        help="builtin: the builtin engine in-process; launch: engine.launch from the config, with the settings added",
+    )
+    p.add_argument("--baseline-url", metavar="URL", help="--path golden with --engine-url: the baseline build")
+    p.add_argument(
+        "--path",
+        choices=PATHS,
+        default="decode",
+        help="decode (default): decode steps vs a fresh prefill; prefill-cache-hit / decode-cache-hit: a prefix-cache "
+        "hit vs a fresh prefill; golden: the PR build vs the baseline build on the same tokens",
+    )
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help=f"builtin engine fault (repeatable): {', '.join(FAULT_NAMES)}",
+    )
+    p.add_argument("--sliding-window-size", type=int, default=256, help="builtin engine: sliding-window keys")
+    p.add_argument("--prompt-tokens", type=int, default=96, metavar="N", help="prompt length (default 96)")
+    p.add_argument("--max-new-tokens", type=int, default=8, metavar="N", help="decode steps captured (default 8)")
+    p.add_argument(
+        "--suffix-tokens", type=int, default=24, metavar="N", help="cache-hit paths: new tokens after the hit"
+    )
+    p.add_argument("--disk-floor-gib", type=float, default=5.0, help="stop dumping below this free disk (default 5)")
+    p.add_argument("--config", metavar="FILE", help="YAML config (--engine launch: engine.launch, engine.args)")
+    p.add_argument("--model", help="model name from the config (--engine launch)")
+    p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    add_engine_flags(p)
+    p.set_defaults(handler=run)
+
+
+@dataclass(frozen=True)
+class _Engines:
+    target: str
+    baseline: str | None
+
+
+def _builtin_options(args: argparse.Namespace, faults: tuple[str, ...]) -> EngineOptions:
+    kwargs = engine_kwargs(args)
+    if args.path != "golden":
+        # The helper paths compare decode (or a cache hit) with prefill bit for bit: only meaningful where the
+        # two paths take the same kernels.
+        kwargs["enable_deterministic_inference"] = True
+    return EngineOptions(
+        faults=tuple(parse_fault(f) for f in faults), sliding_window_size=args.sliding_window_size, **kwargs
+    )
+
+
+@contextmanager
+def _engines(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
+    if args.engine == "builtin":
+        from precisionbot.builtin.dumper_config import DumperConfig, RuntimeFlags
+        from precisionbot.builtin.server import BuiltinServer
+
+        target_options = _builtin_options(args, tuple(args.fault))
+        dumper = DumperConfig(server_port="reuse", non_intrusive_mode="all", dir=str(out / "dumps"))
+        runtime = RuntimeFlags(disable_cuda_graph=True, disable_prefill_cuda_graph=True, dumper=dumper)
+        with ExitStack() as stack:
+            target = stack.enter_context(BuiltinServer(target_options, flags=runtime))
+            baseline = None
+            if args.path == "golden":
+                if not args.fault:
+                    raise ConfigError(
+                        "--path golden with --engine builtin compares a faulted build with a clean one: add --fault"
+                    )
+                clean = stack.enter_context(BuiltinServer(_builtin_options(args, ()), flags=runtime))
+                baseline = clean.url
+            yield _Engines(target.url, baseline)
+        return
+    if args.fault:
+        raise ConfigError("--fault is for the builtin engine; add --engine builtin")
+    if args.engine == "launch":
+        yield from _launched(args, out)
+        return
+    if args.path == "golden" and not args.baseline_url:
+        raise ConfigError("--path golden with --engine-url needs --baseline-url URL (the baseline build's engine)")
+    yield _Engines(args.engine_url, args.baseline_url if args.path == "golden" else None)
+
+
+def _launched(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
+    from precisionbot.engines.launcher import Launcher, render_command
+    from precisionbot.localize.guards import REQUIRED_ENV, REQUIRED_FLAGS, launch_refusals
+
+    config = load_config_or_default(args.config)
+    e = config.engine
+    models = [m for m in config.models if args.model in (None, m.name)]
+    if not e.launch or len(models) != 1:
+        raise ConfigError("--engine launch needs engine.launch and one model in the config (or --model NAME)")
+    if args.path == "golden":
+        raise ConfigError(
+            "--path golden launches two builds: start them yourself and pass --engine-url and --baseline-url"
+        )
+    model = models[0]
+    extra = " ".join(f for f in REQUIRED_FLAGS if f not in f"{e.args} {model.args}".split())
+    launch_args = f"{e.args} {model.args} {extra}".strip()
+    argv = render_command(e.launch, model=model.path, tp=model.tp, port=0, args=launch_args)
+    refusals = launch_refusals(argv, REQUIRED_ENV)
+    if refusals:
+        raise ConfigError("localize refuses this launch template: " + "; ".join(refusals))
+    launcher = Launcher(
+        e.launch,
+        model=model.path,
+        tp=model.tp,
+        args=launch_args,
+        log_path=out / "engine.log",
+        health_timeout_s=e.health_timeout_s,
+        env=REQUIRED_ENV,
+    )
+    launcher.start()
+    try:
+        yield _Engines(launcher.url, None)
+    finally:
+        launcher.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    for flag in ("prompt_tokens", "max_new_tokens", "suffix_tokens"):
+        if getattr(args, flag) < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1 (got {getattr(args, flag)})")
+    if args.baseline_url and args.path != "golden":
+        raise ConfigError("--baseline-url is for --path golden")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.engine == "builtin":
+        _builtin_options(args, tuple(args.fault))  # bad faults and options fail before torch loads
+    started = time.monotonic()
+    with _engines(args, out) as engines:
+        return _localize(args, engines, out, started)
+
+
+def _localize(args: argparse.Namespace, engines: _Engines, out: Path, started: float) -> int:
+    from precisionbot.localize.run import Settings, localize_engines
+
+    settings = Settings(args.path, args.prompt_tokens, args.max_new_tokens, args.suffix_tokens, args.disk_floor_gib)
+    outcome = localize_engines(engines.target, engines.baseline, settings, out, started)
+    print(outcome.line)
+    if outcome.inherit is not None:
+        print(outcome.inherit)
+    summary = outcome.summary
+    print(
+        f"{outcome.tensors} tensors compared ({summary['dump_bytes'] / 1e6:.1f} MB of dumps, "
+        f"{summary['seconds']:.1f} s); details in {out}/comparison.jsonl",
+        file=sys.stderr,
+    )
+    return 0 if summary["first_diverging_op"] is None else 1
