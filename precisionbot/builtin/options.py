@@ -50,6 +50,14 @@ PRESETS: dict[str, tuple[str, ...]] = {
 and sliding-window attention, like Qwen3-Next / Kimi-Linear style hybrids; ``tiny`` is the two dense
 layers the fast unit tests use where the hybrid layers are not the point."""
 
+DETECTION_FLOORS: dict[str, tuple[str, int]] = {
+    "cache-decode-kv-rounded": ("decode_cache_hit", 256),
+}
+"""Fault -> (the check that exists to catch it, the fewest new tokens at which it did) on the hybrid preset under
+production numerics, where a size matters (``calibrate --grid``; docs/builtin-engine.md, detection floors):
+``check`` warns when a suite is below one. ``cache-decode-kv-rounded``'s error is in the decode-written KV a
+turn 2 reuses up to its last 64-token checkpoint, so it grows with the tokens generated."""
+
 VOCABS = ("byte", "bpe-4096")
 """Vocabularies (``EngineOptions.vocab``): the 258-entry byte tokenizer or the 4096-token byte-level BPE
 (bpe.py) whose realistic tail exercises golden's top-k + rest KL."""

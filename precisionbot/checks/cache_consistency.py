@@ -12,7 +12,14 @@ timing-jitter kernel, which belongs in the engine's own test process).
 
 Deterministic profile: everything bit-identical (upstream's rule; ties at rank k tolerated). Default
 profile: the baseline's logprob of its token vs the re-scored one, judged as the other helpers (mean k3 <
-``kl_div`` and the tail rules). A constrained pool (SGLang ``--max-total-tokens``) adds evictions between.
+``kl_div`` and the tail rules), and against the noise of the same run (``checks.score.judge_against_match``).
+That noise is measured on the same restarts: under production numerics a restart from a cut is not the
+baseline's computation even without a cache (a hybrid model folds the recurrent chunk the restart's prefill
+left open in bf16; the baseline decoded those tokens one by one), and ``match`` cannot see that when its
+generations never leave one chunk. So the default profile also runs every restart once more, after a flush
+and one restart per prefix per call (no cache hit possible), and stores that control's mean k3 as
+``nocache_mean_k3``: what restarting costs a correct engine. A constrained pool (SGLang
+``--max-total-tokens``) adds evictions between.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from precisionbot import metrics
 from precisionbot.checks.context import CheckContext
 from precisionbot.checks.score import AlignedSample, CheckOutput, compare
 from precisionbot.engines.base import GenerateRequest, Generation
@@ -103,11 +111,70 @@ def check_cache_consistency(ctx: CheckContext) -> CheckOutput:
     for r, ((j, c), g) in enumerate(zip(plan, restarts, strict=True)):
         record(obs, r, j, len(prefixes[j]) + c, g, base[j].output_ids[c:])
     hits = sum(g.cached_tokens > 0 for g in restarts)
-    return _judge(ctx, obs, len(prefixes), new, {"restarts": len(restarts), "restarts_with_cache_hit": hits})
+    counts: dict[str, int] = {"restarts": len(restarts), "restarts_with_cache_hit": hits}
+    control = None
+    if ctx.profile != "deterministic":
+        control = _nocache_control(ctx, prefixes, base, plan, reqs)
+        counts["nocache_restarts_with_cache_hit"] = control[1]
+    return _judge(ctx, obs, len(prefixes), new, counts, None if control is None else control[0])
+
+
+def _nocache_control(
+    ctx: CheckContext,
+    prefixes: Sequence[tuple[int, ...]],
+    base: Sequence[Generation],
+    plan: Sequence[tuple[int, int]],
+    reqs: Sequence[GenerateRequest],
+) -> tuple[float | None, int]:
+    """The same restarts without a cache: (their mean k3 against the baselines, how many still hit a cache).
+
+    One restart per prefix per call, each call after a flush, so no restart can reuse another's prefix; one
+    that reports a hit anyway is left out, so the control never carries a cache bug into the noise it sets.
+    """
+    ctx.progress.phase(f"{NAME}: {len(plan)} restarts without the cache (noise control)")
+    rounds: dict[int, list[int]] = defaultdict(list)
+    seen: dict[int, int] = defaultdict(int)
+    for r, (j, _) in enumerate(plan):
+        rounds[seen[j]].append(r)
+        seen[j] += 1
+    obs: dict[tuple[int, int], list[Obs]] = defaultdict(list)
+    for j, (p, g) in enumerate(zip(prefixes, base, strict=True)):
+        record(obs, -1 - j, j, len(p), g, None)
+    hits = 0
+    for members in rounds.values():
+        ctx.engine.flush_cache()
+        gens = ctx.engine.generate([reqs[r] for r in members], progress=ctx.progress.advance)
+        for r, g in zip(members, gens, strict=True):
+            j, c = plan[r]
+            if g.cached_tokens > 0:  # it touched a cache after all (prefixes sharing pages): not a control
+                hits += 1
+                continue
+            record(obs, r, j, len(prefixes[j]) + c, g, base[j].output_ids[c:])
+    rows = _pairs(obs)
+    aligned = [a for a in (_aligned(r, x) for r, x in sorted(rows.items())) if len(a.position)]
+    if not aligned:
+        return None, hits
+    k3 = [metrics.k3(a.lp_ref - a.lp_test) for a in aligned]
+    sample_ids = np.concatenate([np.full(len(k), i) for i, k in enumerate(k3)])
+    return float(metrics.sglang_mean_k3(np.concatenate(k3), sample_ids)), hits
+
+
+def _pairs(obs: dict[tuple[int, int], list[Obs]]) -> dict[int, list[tuple[int, Obs, Obs]]]:
+    """Per re-scoring request: (position, the baseline's observation, its own) where both scored it."""
+    per_request: dict[int, list[tuple[int, Obs, Obs]]] = defaultdict(list)
+    for (_, pos), group in sorted(obs.items()):
+        for other in group[1:]:
+            per_request[other.request].append((pos, group[0], other))
+    return per_request
 
 
 def _judge(
-    ctx: CheckContext, obs: dict[tuple[int, int], list[Obs]], n_prefixes: int, new: int, counts: dict[str, int]
+    ctx: CheckContext,
+    obs: dict[tuple[int, int], list[Obs]],
+    n_prefixes: int,
+    new: int,
+    counts: dict[str, int],
+    nocache_mean_k3: float | None = None,
 ) -> CheckOutput:
     crossed = {k: g for k, g in obs.items() if len(g) >= 2}
     per_request: dict[int, list[tuple[int, Obs, Obs]]] = defaultdict(list)
@@ -137,8 +204,12 @@ def _judge(
         },
     )
     result = out.result
+    if nocache_mean_k3 is not None and result.stats:
+        result = replace(result, stats={**result.stats, "nocache_mean_k3": nocache_mean_k3})
     rescored = sum(len(g) - 1 for g in crossed.values())
     summary = f"{len(mismatches)} of {rescored} re-scored observations differ from the baseline's bits"
+    if nocache_mean_k3 is not None:
+        summary += f"; the same restarts without the cache: mean k3 {_fmt(nocache_mean_k3)}"
     if ctx.profile == "deterministic" and mismatches:
         reason = f"{summary} (bit-identical required): " + "; ".join(mismatches[:3])
         result = replace(result, verdict=Verdict.FAIL, reasons=(reason, *result.reasons))

@@ -12,11 +12,14 @@ served from its cache:
 
 The rules are chosen from ``/server_info`` by SGLang's own field names (``page_size``,
 ``uses_mamba_radix_cache`` / ``mamba_ssm_dtype``, ``mamba_track_interval``, ``mamba_cache_chunk_size``).
+A vLLM server (``prefix_cache_rules: vllm`` in the client's server info) caches whole blocks of
+``block_size`` of the tokens it computed: a warmed prefix hits its whole blocks, a later turn the whole blocks
+of the previous turn's input + output - 1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,13 +39,15 @@ class CacheRules:
     """Which expectation applies, with its parameters; ``prefill``/``decode`` return None or the violation."""
 
     kind: str
-    """``radix`` or ``mamba``."""
+    """``radix``, ``mamba`` (SGLang) or ``vllm`` (vLLM's block-granular prefix cache)."""
     page_size: int = 1
     chunk_size: int = MAMBA_CHUNK
     track_interval: int = SGLANG_MAMBA_TRACK_INTERVAL
     checkpoint_lag: int = 0
 
     def describe(self) -> str:
+        if self.kind == "vllm":
+            return f"vLLM's prefix-cache rules (whole blocks of block_size {self.page_size})"
         if self.kind == "mamba":
             return (
                 f"SGLang's mamba rules (chunk {self.chunk_size}, track interval {self.track_interval}, "
@@ -52,6 +57,10 @@ class CacheRules:
 
     def prefill(self, actual: int, prefix_len: int) -> str | None:
         """After warming ``prefix_len`` tokens, the first turn's ``cached_tokens``."""
+        if self.kind == "vllm":
+            # The warm-up computed all prefix_len tokens; only whole blocks are cached.
+            expected = prefix_len // self.page_size * self.page_size
+            return None if actual == expected else f"expected cached_tokens={expected}, got {actual}"
         if self.kind == "mamba":
             upper = prefix_len // self.chunk_size * self.chunk_size
             lower = max(0, upper - self.chunk_size)
@@ -60,6 +69,12 @@ class CacheRules:
 
     def decode(self, actual: int, history_len: int, output_len: int) -> str | None:
         """A later turn's ``cached_tokens``, given the previous turn's input and output lengths."""
+        if self.kind == "vllm":
+            # A turn stopped by length never computed its last token's KV (a prefill-only turn still samples
+            # one token); of what was computed, whole blocks are cached.
+            computed = history_len + max(output_len, 1) - 1
+            expected = computed // self.page_size * self.page_size
+            return None if actual == expected else f"expected cached_tokens={expected}, got {actual}"
         if self.kind == "mamba":
             if output_len <= 0:
                 expected = history_len
@@ -84,6 +99,8 @@ def uses_mamba_cache(raw: Mapping[str, Any]) -> bool:
 def rules_for(raw: Mapping[str, Any], checkpoint_lag: int = 0) -> CacheRules:
     """The rules a server's ``/server_info`` calls for (a missing ``page_size`` means 1, as SGLang's default)."""
     page = _int(raw, "page_size", 1)
+    if raw.get("prefix_cache_rules") == "vllm":
+        return CacheRules(kind="vllm", page_size=_int(raw, "block_size", page))
     if uses_mamba_cache(raw):
         return CacheRules(
             kind="mamba",
@@ -102,3 +119,65 @@ def interleave_order(n: int, branches: int) -> list[int] | None:
     groups = n // branches
     order = [g * branches + b for b in range(branches) for g in range(groups)]
     return order + list(range(groups * branches, n))
+
+
+def prefill_reach(rules: CacheRules, prompt_len: int) -> int:
+    """The most prompt tokens a warmed prompt can serve from the cache: the last checkpoint (mamba) or whole
+    page (radix) strictly before its last token, which is always computed."""
+    step = rules.chunk_size if rules.kind == "mamba" else rules.page_size
+    return max(0, prompt_len - 1) // step * step
+
+
+def decode_reach(rules: CacheRules, prompt_len: int, output_len: int) -> int:
+    """The most tokens of turn 1 (prompt + output) a turn 2 can serve from the cache: the last checkpoint or
+    whole page at or before turn 1's last computed token (its last output token is never computed)."""
+    step = rules.track_interval if rules.kind == "mamba" else rules.page_size
+    return max(0, prompt_len + output_len - 1) // step * step
+
+
+def _unit(rules: CacheRules, phase: str) -> str:
+    """What the server keeps, in its own setting's words (the prefill and decode rules read different ones)."""
+    if rules.kind == "radix":
+        return f"caches whole pages of {rules.page_size} tokens (page_size {rules.page_size})"
+    key, n = ("mamba_cache_chunk_size", rules.chunk_size)
+    if phase == "decode":
+        key, n = ("mamba_track_interval", rules.track_interval)
+    return f"keeps the recurrent state every {n} tokens ({key} {n}), and a hit resumes at such a checkpoint"
+
+
+def explain_prefill_miss(rules: CacheRules, prompt_lens: Sequence[int]) -> str | None:
+    """Why warmed prompts cannot hit, from the server's configuration, and the prompt length that would; None when
+    the configuration lets more than half of them hit (then the miss is the cache's own)."""
+    n = len(prompt_lens)
+    hits = sum(prefill_reach(rules, p) > 0 for p in prompt_lens)
+    if not n or hits > n // 2:
+        return None
+    step = rules.chunk_size if rules.kind == "mamba" else rules.page_size
+    return (
+        f"the server {_unit(rules, 'prefill')}: {hits} of {n} prompts are longer than one such step; "
+        f"prompts of {step + 1} tokens or more (--prompt-tokens {step + 1}) would hit"
+    )
+
+
+def explain_decode_miss(rules: CacheRules, prompt_lens: Sequence[int], output_len: int) -> str | None:
+    """Why turn 2 cannot reuse turn 1's decoded tokens, from the server's configuration, with the number of new
+    tokens that would let more than half of the prompts; None when the configuration is not the cause.
+
+    A hit reaches past turn 1's prompt only when a checkpoint (or a whole page) lies between the prompt's end
+    and turn 1's last computed token (SGLang's decode rule), so short generations never can.
+    """
+    n = len(prompt_lens)
+
+    def hits(new: int) -> int:
+        return sum(decode_reach(rules, p, new) > p + 1 for p in prompt_lens)
+
+    if not n or hits(output_len) > n // 2:
+        return None
+    step = rules.track_interval if rules.kind == "mamba" else rules.page_size
+    enough = next(m for m in range(max(1, output_len), output_len + 2 * step + 3) if hits(m) > n // 2)
+    return (
+        f"the server {_unit(rules, 'decode')}: {output_len} new tokens cross one past the prompt in only "
+        f"{hits(output_len)} of {n} prompts; --max-new-tokens {enough} or more would let more than half reuse "
+        f"decoded tokens, {step + 2} or more every prompt"
+        + (" (or a smaller mamba_track_interval)" if rules.kind == "mamba" else "")
+    )

@@ -19,10 +19,11 @@ positions can be shown.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from precisionbot.checks.cache_rules import CacheRules, explain_decode_miss, explain_prefill_miss, rules_for
 from precisionbot.checks.context import CheckContext
 from precisionbot.checks.score import AlignedSample, CheckOutput, compare
 from precisionbot.engines.base import GenerateRequest, Generation
@@ -177,17 +178,28 @@ def cache_blocked(ctx: CheckContext, name: str) -> CheckOutput | None:
     return None if reason is None else CheckOutput(CheckResult.inconclusive(name, reason))
 
 
-def _too_few(name: str, kept: int, total: int, rule: str) -> CheckOutput | None:
+def _too_few(
+    name: str, kept: int, total: int, rule: str, why: Callable[[], str | None] = lambda: None
+) -> CheckOutput | None:
+    """INCONCLUSIVE when half or fewer prompts hit; ``why`` gives the cause the server's configuration shows."""
     if kept > MIN_KEPT_FRACTION * total:
         return None
+    cause = why() or "is the prefix cache enabled and large enough?"
     return CheckOutput(
         CheckResult.inconclusive(
             name,
-            f"too few cache hits: {kept} of {total} prompts {rule} (more than half needed); "
-            "is the prefix cache enabled and large enough?",
+            f"too few cache hits: {kept} of {total} prompts {rule} (more than half needed); {cause}",
             cache=CacheStats(kept=kept, total=total),
         )
     )
+
+
+def _rules(ctx: CheckContext) -> CacheRules | None:
+    """The server's cache rules from ``/server_info`` (``checks.cache_rules``), to explain a miss."""
+    try:
+        return rules_for(ctx.engine.server_info().raw, ctx.suite.mamba_checkpoint_lag)
+    except EngineError:
+        return None
 
 
 def check_prefill_cache_hit(ctx: CheckContext) -> CheckOutput:
@@ -202,7 +214,13 @@ def check_prefill_cache_hit(ctx: CheckContext) -> CheckOutput:
     _generate(ctx, prompts, 0)  # warm-up; no flush between it and the generation
     gens = _generate(ctx, prompts, ctx.suite.max_new_tokens)
     keep = [i for i, g in enumerate(gens) if g.cached_tokens > 0]
-    too_few = _too_few(name, len(keep), len(prompts), "reported cached_tokens > 0")
+    lens = [len(p) for p in prompts]
+
+    def why() -> str | None:
+        rules = _rules(ctx)
+        return None if rules is None else explain_prefill_miss(rules, lens)
+
+    too_few = _too_few(name, len(keep), len(prompts), "reported cached_tokens > 0", why)
     if too_few is not None:
         return too_few
     cache = CacheStats(kept=len(keep), total=len(prompts))
@@ -224,7 +242,14 @@ def check_decode_cache_hit(ctx: CheckContext) -> CheckOutput:
     turn2 = _generate(ctx, turn2_prompts, ctx.suite.max_new_tokens, turn=1)
     # Only a hit that reaches past the turn-1 prompt reuses state written during decode.
     keep = [i for i, g in enumerate(turn2) if g.cached_tokens > len(prompts[i]) + 1]
-    too_few = _too_few(name, len(keep), len(prompts), "reused decoded tokens (cached_tokens > turn-1 prompt + 1)")
+    lens = [len(p) for p in prompts]
+
+    def why() -> str | None:
+        rules = _rules(ctx)
+        return None if rules is None else explain_decode_miss(rules, lens, ctx.suite.max_new_tokens)
+
+    rule = "reused decoded tokens (cached_tokens > turn-1 prompt + 1)"
+    too_few = _too_few(name, len(keep), len(prompts), rule, why)
     if too_few is not None:
         return too_few
     cache = CacheStats(kept=len(keep), total=len(prompts))

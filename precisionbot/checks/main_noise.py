@@ -26,6 +26,23 @@ REGRESSION = "regression"
 """The first word of the reason a helper fails with when it is worse than main beyond noise."""
 
 
+MIN_SAMPLES = 3
+"""Samples per run the comparison needs in common with main's reruns (``compare_to_main``'s floor)."""
+
+
+def skipped_up_front(samples: int, reruns: int | None = None) -> str | None:
+    """Why the comparison with main's reruns cannot happen at these sizes, said before any rerun is spent;
+    None when it can. ``reruns``: how many are about to be recorded (None: not recording)."""
+    if reruns is not None and 0 < reruns < MIN_RERUNS:
+        return f"the main-noise comparison needs at least {MIN_RERUNS} reruns of main; {reruns} will be recorded"
+    if samples < MIN_SAMPLES:
+        return (
+            f"the main-noise comparison needs at least {MIN_SAMPLES} samples per run and this suite has {samples}: "
+            f"it will be skipped (raise --samples or the suite's samples to {MIN_SAMPLES} or more)"
+        )
+    return None
+
+
 def judge_vs_main(
     result: CheckResult, main: HelperRuns, baseline: RunMeta, *, alpha: float, min_ratio: float
 ) -> CheckResult:
@@ -38,7 +55,7 @@ def judge_vs_main(
     )
     if comparison is None:
         note = (
-            f"not compared with main: fewer than {MIN_RERUNS} of main's reruns or 3 samples in common "
+            f"not compared with main: fewer than {MIN_RERUNS} of main's reruns or {MIN_SAMPLES} samples in common "
             f"(baseline {baseline.run_id})"
         )
         return dataclasses.replace(result, extra={**result.extra, "vs_main": {"skipped": note}})

@@ -19,6 +19,7 @@ from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
 from precisionbot.errors import EngineError, EngineStalled
 from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult
+from precisionbot.results.cost import run_cost
 from precisionbot.results.run import JUDGED_AGAINST_MATCH
 
 
@@ -45,10 +46,9 @@ def run_one(ctx: CheckContext, name: str) -> CheckOutput:
 
 
 def relate_to_match(outputs: list[CheckOutput], limits: ThresholdSet) -> list[CheckOutput]:
-    """Apply the cache-vs-match rule when ``match`` ran in the same run."""
+    """Apply the cache-vs-match rule when ``match`` ran in the same run or the check measured its own no-cache
+    control (``checks.score.noise_reference``)."""
     match = next((o.result for o in outputs if o.result.name == "match"), None)
-    if match is None:
-        return outputs
     return [
         dataclasses.replace(o, result=judge_against_match(o.result, match, limits))
         if o.result.name in JUDGED_AGAINST_MATCH
@@ -102,8 +102,10 @@ def run_suite(
     progress: ProgressSink | None = None,
     engine_info: EngineInfo | None = None,
     record_hint: str | None = None,
+    instance_type: str | None = None,
 ) -> CheckRun:
-    """Run ``checks`` (default: the suite's) in order and collect results and arrays."""
+    """Run ``checks`` (default: the suite's) in order and collect results and arrays. ``instance_type``: the
+    machine the engine runs on (the EC2 runner's type), for the run's GPU minutes and price estimate."""
     profile = profile or config.thresholds.profile
     thresholds = config.thresholds_for(
         None if model is None else model.name, None if model is None else model.tp, profile
@@ -137,7 +139,7 @@ def run_suite(
     outputs = apply_vs_main(ctx, relate_to_match(ran, ctx.thresholds))
     wall = time.perf_counter() - t0
     info = engine_info or EngineInfo(url=engine.url, kind=engine.kind)
-    extra: dict[str, object] = {"timing": {"wall_s": wall}}
+    extra: dict[str, object] = {"timing": _timing(wall, instance_type, config, model)}
     environment: dict[str, object] = {
         "suite": suite.name,
         "profile": profile,
@@ -170,6 +172,17 @@ def run_suite(
     )
     records = {o.result.name: o.record for o in outputs if o.record is not None}
     return CheckRun(result=result, records=records)
+
+
+def _timing(wall: float, instance_type: str | None, config: Config, model: ModelConfig | None) -> dict[str, object]:
+    """The wall time and, on a known runner, its GPU minutes and price (``results.cost``; the configured
+    ``runner.price_per_hour`` overrides the list price of the configured instance type)."""
+    timing: dict[str, object] = {"wall_s": wall}
+    if instance_type:
+        runner = model.runner if model is not None and model.runner is not None else config.runner
+        override = runner.price_per_hour if runner.instance_type == instance_type else None
+        timing.update(run_cost(wall, instance_type, usd_per_hour=override).to_dict())
+    return timing
 
 
 ENGINE_ARGS_KEPT = (

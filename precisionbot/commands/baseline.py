@@ -15,6 +15,7 @@ from typing import Any
 
 from precisionbot.builtin.flags import add_engine_flags
 from precisionbot.commands.store_option import add_store_option
+from precisionbot.fmt import sig
 
 
 def register(subparsers: Any) -> None:
@@ -29,7 +30,7 @@ def register(subparsers: Any) -> None:
         "--engine", choices=("builtin", "launch"), help="builtin: in-process; launch: engine.launch from the config"
     )
     rec.add_argument(
-        "--engine-kind", choices=("sglang", "openai", "builtin", "llamacpp"), help="client for --engine-url"
+        "--engine-kind", choices=("sglang", "vllm", "openai", "builtin", "llamacpp"), help="client for --engine-url"
     )
     rec.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
     rec.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")
@@ -130,6 +131,7 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot.baselines.accept import KEY as ACCEPT_KEY
     from precisionbot.baselines.accept import audit_record, check_reason
     from precisionbot.checks.golden import golden_target, record_golden
+    from precisionbot.checks.main_noise import skipped_up_front
     from precisionbot.checks.progress import TerminalProgress
     from precisionbot.checks.rerun import rerun_helpers
     from precisionbot.commands.check import _model, _unusable, apply_overrides, open_engine, refuse_misfits
@@ -178,6 +180,10 @@ def _record(args: argparse.Namespace) -> int:
                         commit=commit,
                     )
                 helpers = None
+                up_front = skipped_up_front(helper_suite.samples, reruns) if helper_suite is not None else None
+                if up_front:
+                    # Said before the reruns are spent, not only in the PR's result.json afterwards.
+                    print(f"note: {up_front}", file=sys.stderr)
                 if helper_suite is not None:
                     helpers = rerun_helpers(
                         engine,
@@ -300,21 +306,22 @@ def _publish(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rerun_line(index: int, result: Any) -> None:
-    """One line per rerun, with the reason of a check that compared nothing (why nothing will be stored)."""
-    from precisionbot.fmt import plain
-
+def rerun_line(index: int, result: Any) -> str:
+    """``helper rerun 1: match pass mean_k3 2.4e-11; ...``: numbers formatted like the report's, and an
+    inconclusive helper's reason (why it cannot count as one of main's reruns)."""
     cells = []
     for c in result.checks:
-        mean = c.stats.get("mean_k3")
-        cell = f"{c.name} {c.verdict.value.upper()}"
-        if isinstance(mean, (int, float)):
-            cell += f" mean_k3 {plain(mean)}"
-        if c.verdict.value == "inconclusive" and c.reasons:
+        value = c.stats.get("mean_k3")
+        cell = f"{c.name} {c.verdict} mean_k3 {sig(value) if isinstance(value, (int, float)) else '–'}"
+        if str(c.verdict) == "inconclusive" and c.reasons:
             cell += f" ({c.reasons[0]})"
         cells.append(cell)
+    return f"  helper rerun {index + 1}: " + "; ".join(cells)
+
+
+def _rerun_line(index: int, result: Any) -> None:
     clear = "\r\x1b[2K" if sys.stderr.isatty() else ""  # over the progress bar, on a terminal
-    print(f"{clear}  helper rerun {index + 1}: " + "; ".join(cells), file=sys.stderr)
+    print(clear + rerun_line(index, result), file=sys.stderr)
 
 
 def _existing_store(uri: str) -> Any:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
+from precisionbot.commands import calibrate_grid
 
 DEFAULT_CHECKS = "match,prefill_cache_hit,decode_cache_hit,golden,batch_invariance"
 
@@ -110,11 +111,26 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
     p.add_argument("--prompt-tokens", default="256..1024", metavar="N|LO..HI")
     p.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    g = p.add_argument_group(
+        "size grid",
+        "--grid: the clean engine over sizes users pick (every check must pass or be inconclusive) and each "
+        "bug fault's detection floor; --faults picks the faults whose floors to walk ('' = none)",
+    )
+    g.add_argument("--grid", action="store_true", help="run the size grid instead of the variant table")
+    for axis, default in calibrate_grid.DEFAULT_AXES.items():
+        g.add_argument(f"--grid-{axis.replace('_', '-')}", metavar="a,b", help=f"default {','.join(default)}")
+    g.add_argument(
+        "--grid-numerics",
+        metavar="a,b",
+        help="clean variants: production (shipped) and/or nondeterministic (default both)",
+    )
     add_engine_flags(p)
     p.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.grid:
+        return _run_grid(args)
     from precisionbot.baselines import open_store
     from precisionbot.builtin.options import HYBRID_ONLY_FAULTS, EngineOptions
     from precisionbot.checks.golden import golden_target, record_golden
@@ -328,3 +344,104 @@ def _separation_rows(
 
 def _separation(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds: Any) -> list[tuple[str, str]]:
     return [(label, verdict) for label, verdict, *_ in _separation_rows(rows, checks, thresholds)]
+
+
+def _run_grid(args: argparse.Namespace) -> int:
+    """``--grid``: the clean runs over every cell, then each bug fault's floor; exit 1 on a false alarm."""
+    import time
+
+    from precisionbot.builtin.options import HYBRID_ONLY_FAULTS
+    from precisionbot.checks.suite import run_suite
+    from precisionbot.config import load_config_or_default
+    from precisionbot.engines.builtin import BuiltinEngine
+    from precisionbot.errors import ConfigError
+
+    config = load_config_or_default(args.config)
+    base = config.suite(args.suite or "consistency")
+    profile = args.profile or config.thresholds.profile
+    flags = engine_kwargs(args)
+    axes = calibrate_grid.parse_axes({k: getattr(args, f"grid_{k}") for k in calibrate_grid.DEFAULT_AXES})
+    numerics = [v.strip() for v in (args.grid_numerics or "production,nondeterministic").split(",") if v.strip()]
+    bad = [v for v in numerics if v not in ("production", "nondeterministic")]
+    if bad or not numerics:
+        raise ConfigError(f"--grid-numerics: unknown {', '.join(bad) or '(none)'}; use production,nondeterministic")
+    checks = [c for c in calibrate_grid.GRID_CHECKS if args.checks == DEFAULT_CHECKS or c in args.checks.split(",")]
+    grid = calibrate_grid.cells(axes)
+    tiny = flags["preset"] == "tiny"
+    bugs = [v for v, must in EXPECTED.items() if must and not (tiny and v.split("=")[0] in HYBRID_ONLY_FAULTS)]
+    faults = bugs if args.faults is None else [v.strip() for v in args.faults.split(",") if v.strip()]
+    unknown = [v for v in faults if v not in bugs]
+    if unknown:
+        raise ConfigError(f"--faults: {', '.join(unknown)} is not a bug fault of this preset; use {', '.join(bugs)}")
+    total = len(grid) * len(numerics)
+    print(f"calibrate --grid: {total} clean runs ({len(grid)} sizes x {len(numerics)} numerics)", file=sys.stderr)
+
+    def run(cell: calibrate_grid.Cell, names: Sequence[str], fault: str) -> tuple[dict[str, tuple[str, str]], float]:
+        suite = calibrate_grid.suite_for(base, cell, names)
+        engine = BuiltinEngine(faults=(fault,) if fault else (), **flags)
+        t0 = time.perf_counter()
+        try:
+            result = run_suite(engine, config, suite, profile=profile).result
+        finally:
+            engine.close()
+        verdicts = {c.name: (c.verdict.value, c.reasons[0] if c.reasons else "") for c in result.checks}
+        return verdicts, time.perf_counter() - t0
+
+    t_start = time.perf_counter()
+    clean: list[calibrate_grid.CleanRun] = []
+    for variant in numerics:
+        fault = "" if variant == "production" else variant
+        for cell in grid:
+            verdicts, wall = run(cell, checks, fault)
+            clean.append(calibrate_grid.CleanRun(cell, fault, verdicts, wall))
+            shown = ", ".join(f"{n} {v}" for n, (v, _) in verdicts.items())
+            print(
+                f"calibrate --grid [{len(clean)}/{total}] {variant}, {cell.label}: {shown}", file=sys.stderr, flush=True
+            )
+    floors: dict[str, tuple[list[str], calibrate_grid.Cell | None, str]] = {}
+    for fault in faults:
+        must = [c for c in EXPECTED[fault] if c in calibrate_grid.GRID_CHECKS]
+        if not must:
+            floors[fault] = (list(EXPECTED[fault]), None, "golden only: its sizes are its depths (calibrate)")
+            continue
+        # A cache helper is judged against match's noise too, so match runs with it.
+        names = [c for c in calibrate_grid.GRID_CHECKS if c in must or c == "match"]
+
+        def caught(cell: calibrate_grid.Cell, fault: str = fault, names: list[str] = names) -> bool:
+            verdicts, _ = run(cell, names, fault)
+            hit = all(verdicts.get(c, ("", ""))[0] == "fail" for c in EXPECTED[fault] if c in names)
+            print(f"calibrate --grid floor {fault}, {cell.label}: {'caught' if hit else 'missed'}", file=sys.stderr)
+            return hit
+
+        floors[fault] = (must, calibrate_grid.walk_floor(grid, caught), "")
+    wall = time.perf_counter() - t_start
+    alarms = calibrate_grid.false_alarms(clean, MAY_FAIL)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "profile": profile,
+                    "wall_s": wall,
+                    "clean": [
+                        {
+                            "size": dataclasses.asdict(r.cell),
+                            "numerics": r.numerics or "production",
+                            "verdicts": r.verdicts,
+                            "wall_s": r.wall_s,
+                        }
+                        for r in clean
+                    ],
+                    "false_alarms": alarms,
+                    "floors": {f: None if c is None else dataclasses.asdict(c) for f, (_, c, _) in floors.items()},
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(calibrate_grid.render_grid(clean, MAY_FAIL))
+        if floors:
+            print()
+            print(calibrate_grid.render_floors(floors, grid[0] if grid else None))
+        fails = sum(c["fail"] for c in alarms.values())
+        print(f"\nfalse alarms: {fails} FAIL verdicts in {len(clean)} clean runs; {wall:.0f} s wall")
+    return 1 if any(c["fail"] for c in alarms.values()) else 0

@@ -21,6 +21,7 @@ from typing import Any
 
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.flags import given as builtin_flags_given
+from precisionbot.commands.calibrate_grid import floor_warnings
 from precisionbot.commands.store_option import add_store_option
 from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config_or_default
 from precisionbot.config.fields import did_you_mean, parse_int_range
@@ -30,6 +31,20 @@ from precisionbot.results import CHECK_NAMES, CheckResult, EngineInfo, RunResult
 
 DEFAULT_OUT = "precisionbot-out"
 DEFAULT_SUITE = "consistency"
+
+
+INSTANCE_TYPE_ENV = "PRECISIONBOT_INSTANCE_TYPE"
+"""The runner's EC2 instance type, for the comment's GPU minutes and price (the runner's user data sets it)."""
+
+
+def vs_main_skipped(config: Config, suite: SuiteConfig) -> str | None:
+    """Why the comparison with main's reruns will be skipped at the suite's sizes, before the checks run."""
+    from precisionbot.checks.main_noise import skipped_up_front
+    from precisionbot.results import CONSISTENCY_CHECKS
+
+    if not config.baselines.vs_main or not any(n in CONSISTENCY_CHECKS for n in suite.checks):
+        return None
+    return skipped_up_front(suite.samples)
 
 
 def register(subparsers: Any) -> None:
@@ -47,7 +62,9 @@ def register(subparsers: Any) -> None:
         choices=("builtin", "launch"),
         help="builtin: the builtin reference engine in-process; launch: start engine.launch from the config",
     )
-    p.add_argument("--engine-kind", choices=("sglang", "openai", "builtin", "llamacpp"), help="client for --engine-url")
+    p.add_argument(
+        "--engine-kind", choices=("sglang", "vllm", "openai", "builtin", "llamacpp"), help="client for --engine-url"
+    )
     p.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
     p.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")
     add_engine_flags(p)
@@ -278,6 +295,10 @@ def _client(kind: str, url: str, common: dict[str, Any]) -> Iterator[Any]:
         from precisionbot.engines.openai import OpenAIEngine
 
         engine: Any = OpenAIEngine(url, **common)
+    elif kind == "vllm":
+        from precisionbot.engines.vllm import VLLMEngine
+
+        engine = VLLMEngine(url, **common)
     elif kind == "llamacpp":
         from precisionbot.engines.llamacpp import LlamaCppEngine
 
@@ -352,6 +373,9 @@ def run(args: argparse.Namespace) -> int:
     profile = args.profile or config.thresholds.profile
     model = _model(config, args)
     out = Path(args.out)
+    if not args.quiet:
+        for warning in floor_warnings(suite):
+            print(f"precisionbot: warning: {warning}", file=sys.stderr)
     store = open_store(args.baseline_store or config.baselines.store)
     if "golden" in suite.checks and config.baselines.mode != "merge-base":  # merge-base records its own
         require_existing_store(store, "--baseline-store")
@@ -374,6 +398,9 @@ def run(args: argparse.Namespace) -> int:
             engine.server_info()  # reachable at all? (else every check would retry the same dead URL)
             started = True
             refuse_misfits(engine, (suite, suite.checks))
+            up_front = vs_main_skipped(config, suite)
+            if up_front and not args.quiet:
+                print(f"note: {up_front}", file=sys.stderr)
             try:
                 done = run_suite(
                     engine,
@@ -385,6 +412,8 @@ def run(args: argparse.Namespace) -> int:
                     progress=progress,
                     engine_info=info,
                     record_hint=record_hint(args, config, suite),
+                    # Passed by the EC2 runner's pr.sh (read from the instance metadata): where the GPU minutes ran.
+                    instance_type=os.environ.get(INSTANCE_TYPE_ENV) or None,
                 )
             finally:
                 progress.close()

@@ -44,7 +44,9 @@ def register(subparsers: Any) -> None:
     s.add_argument("--run", metavar="RUN", help="with --store: this run (default: the newest with helper reruns)")
     s.add_argument("--model", metavar="NAME", help="with --store: the model's runs; live: a model of the config")
     s.add_argument("--reruns", type=int, default=20, metavar="R", help="live engine: helper reruns (default 20)")
-    s.add_argument("--engine-kind", choices=("sglang", "openai", "builtin"), help="client for --engine-url")
+    s.add_argument(
+        "--engine-kind", choices=("sglang", "vllm", "openai", "builtin", "llamacpp"), help="client for --engine-url"
+    )
     s.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
     s.add_argument("--disable-radix-cache", action="store_true", help=argparse.SUPPRESS)
     s.add_argument("--config", metavar="FILE", help="precisionbot YAML config")

@@ -168,6 +168,7 @@ def _parse_runner(r: Reader, base: RunnerConfig) -> RunnerConfig:
         labels=r.strings("labels", base.labels),
         region=r.opt_string("region", base.region),
         instance_type=r.string("instance_type", base.instance_type),
+        price_per_hour=r.opt_positive_float("price_per_hour", base.price_per_hour),
         ami=r.opt_string("ami", base.ami),
         subnet=r.opt_string("subnet", base.subnet),
         security_groups=r.strings("security_groups", base.security_groups),

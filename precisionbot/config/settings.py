@@ -21,7 +21,7 @@ from precisionbot.results.run import CONSISTENCY_CHECKS
 DEFAULT_CONFIG_PATH = ".github/precision.yml"
 CONFIG_MAX_BYTES = 1024 * 1024
 """A config is a few KiB; a bigger file is a mistake (or hostile)."""
-ENGINE_KINDS = ("sglang", "openai", "builtin", "llamacpp")
+ENGINE_KINDS = ("sglang", "openai", "builtin", "llamacpp", "vllm")
 RUNNER_KINDS = ("ec2", "pool")
 PROFILES = ("default", "deterministic")
 PERMISSION_LEVELS = ("read", "triage", "write", "maintain", "admin")
@@ -35,8 +35,8 @@ class EngineConfig:
     """How to reach (or start) the engine under test."""
 
     kind: str = "builtin"
-    """``sglang`` (native API, primary), ``openai`` (``/v1/completions``, e.g. vLLM), ``builtin`` or
-    ``llamacpp`` (llama.cpp's ``llama-server``, native API)."""
+    """``sglang`` (native API, primary), ``vllm`` (vLLM's ``/v1/completions`` with its prefix cache),
+    ``openai`` (any ``/v1/completions``), ``builtin`` or ``llamacpp`` (llama.cpp's ``llama-server``, native API)."""
     url: str | None = None
     """Base URL of an engine that is already running; None = start one (``launch``, or the builtin engine)."""
     launch: str | None = None
@@ -77,6 +77,9 @@ class RunnerConfig:
     region: str | None = None
     """None = boto3's own chain (``AWS_DEFAULT_REGION``...)."""
     instance_type: str = "g6e.xlarge"
+    price_per_hour: float | None = None
+    """USD per hour of ``instance_type``, for the comment's price estimate; None = the package's on-demand list
+    price (``results.cost.PRICES``), which is no price for a type not in that table."""
     ami: str | None = None
     subnet: str | None = None
     security_groups: tuple[str, ...] = ()

@@ -102,10 +102,11 @@ class ServerInfo:
 
 
 class Engine(Protocol):
-    """An engine under test: ``SGLangEngine``, ``OpenAIEngine``, ``BuiltinEngine``, ``LlamaCppEngine``."""
+    """An engine under test: ``SGLangEngine``, ``VLLMEngine``, ``OpenAIEngine``, ``BuiltinEngine``,
+    ``LlamaCppEngine``."""
 
     kind: str
-    """``sglang``, ``openai``, ``builtin`` or ``llamacpp``."""
+    """``sglang``, ``vllm``, ``openai``, ``builtin`` or ``llamacpp``."""
     url: str
     replay_per_position: bool
     """True when the engine cannot return prompt logprobs, so the helpers' no-cache replay scores each position

@@ -1,4 +1,5 @@
-"""llama.cpp's ``llama-server`` through its native API (``/completion``, ``/tokenize``, ``/props``, ``/slots``).
+"""llama.cpp's ``llama-server`` through its native API (``/completion``, ``/tokenize``, ``/detokenize``, ``/props``,
+``/slots``).
 
 Facts (measured on llama.cpp 0c1e570): prompts go as token ids; ``n_probs`` gives the logprob of
 each generated token and its top-k from the raw logits; there are no prompt logprobs (``echo`` and
@@ -13,6 +14,7 @@ every request is sent with ``cache_prompt: false`` and the cache helpers are INC
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -60,6 +62,8 @@ class LlamaCppEngine:
             transport=transport,
         )
         self._props: dict[str, Any] | None = None
+        self._pieces: dict[int, str | None] = {}
+        """Token id → its text (``/detokenize``), asked once per id: the report shows it for every token."""
         self._flush_problem: str | None = None
         self._probed = False
         self._safe_token: int | None = None
@@ -120,6 +124,22 @@ class LlamaCppEngine:
         if text and not tokens:
             raise EngineError(f"{what}: /tokenize answered no tokens for a non-empty text")
         return tuple(tokens)
+
+    def _piece(self, token: int) -> str | None:
+        data = self.http.json_call("POST", "/detokenize", json={"tokens": [token]}, what=f"/detokenize {token}")
+        text = data.get("content") if isinstance(data, Mapping) else None
+        # A byte token that is half a UTF-8 character comes back empty or as U+FFFD: no text is better than that.
+        return text if isinstance(text, str) and text and text != "\ufffd" else None
+
+    def token_texts(self, ids: Sequence[int]) -> tuple[str | None, ...]:
+        """The text of each token id. llama-server's logprob entries carry no text for prompt positions (they are
+        scored one request each), so the text comes from ``/detokenize``, once per distinct id."""
+        missing = sorted({int(t) for t in ids} - self._pieces.keys())
+        if missing:
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(missing))) as pool:
+                for token, text in zip(missing, pool.map(self._piece, missing), strict=True):
+                    self._pieces[token] = text
+        return tuple(self._pieces[int(t)] for t in ids)
 
     def tokenize(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
         # add_special: the server adds BOS to text prompts itself, so the prompts we send as ids carry it too.
@@ -281,7 +301,14 @@ class LlamaCppEngine:
         if start >= 0:
             # Position ``start`` has no logprob (SGLang's convention: entry 0 is null); the rest are scored.
             in_entries = self._replay(r.input_ids, start + 1, k, index)
-        return self._generation(r, out_ids, out_entries, in_entries, cached)
+        generation = self._generation(r, out_ids, out_entries, in_entries, cached)
+        if not r.return_text:
+            return generation
+        return dataclasses.replace(
+            generation,
+            input_token_text=self.token_texts(generation.input_token_ids.tolist()),
+            output_token_text=self.token_texts(out_ids),
+        )
 
     def _replay(self, ids: tuple[int, ...], first: int, k: int, index: int) -> list[Entry]:
         def one(p: int) -> Entry:

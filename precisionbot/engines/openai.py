@@ -1,10 +1,11 @@
 """OpenAI-compatible ``/v1/completions`` (vLLM), with vLLM's ``prompt_logprobs`` for the replay.
 
 Prompts are sent as token ids and tokens come back as ids (vLLM's ``return_tokens_as_token_ids``), so no
-tokenizer is needed and colliding token strings cannot collapse. ``match`` runs here; the cache-hit helpers do
-not: there is no standard cache flush, ``cached_tokens`` is optional, and vLLM bypasses its prefix cache for
-requests that ask for prompt logprobs, so a cache hit with logprobs cannot be arranged. They report
-INCONCLUSIVE with that reason (``cache_unsupported_reason``).
+tokenizer is needed and colliding token strings cannot collapse. ``match``, ``golden`` and ``batch_invariance``
+run here (top-k from ``top_logprobs`` and ``prompt_logprobs``); the cache-hit helpers do not: there is no
+standard cache flush and ``cached_tokens`` is optional. They report INCONCLUSIVE with that reason
+(``cache_unsupported_reason``), which names engine kind ``vllm`` when the server is vLLM (``engines.vllm``
+arranges the hits there).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo
+from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo, TopLogprobs
 from precisionbot.engines.http import HttpClient
 from precisionbot.engines.sglang_parse import logprob
 from precisionbot.errors import EngineError
@@ -23,6 +24,10 @@ from precisionbot.errors import EngineError
 CACHE_REASON = (
     "OpenAI-compatible engines cannot provide a prefix-cache hit with logprobs (no cache flush endpoint; vLLM "
     "bypasses its prefix cache for prompt-logprob requests); use the SGLang native API for the cache helpers"
+)
+VLLM_REASON = (
+    "this is a vLLM server: engine kind openai does not arrange its cache hits; use --engine-kind vllm (engine.kind: "
+    "vllm), with the server started with VLLM_SERVER_DEV_MODE=1 and --enable-prompt-tokens-details"
 )
 
 
@@ -84,6 +89,48 @@ def output_logprobs(logprobs: Any, index: int) -> tuple[tuple[int, ...], np.ndar
     return out_ids, out_lp
 
 
+def _top_row(pairs: list[tuple[int, float]], k: int) -> tuple[list[int], list[float]]:
+    """The ``k`` most likely of one position's (id, logprob) pairs; a short row is padded (-1, NaN)."""
+    pairs.sort(key=lambda p: -p[1])
+    ids = [p[0] for p in pairs[:k]] + [-1] * max(0, k - len(pairs))
+    lps = [p[1] for p in pairs[:k]] + [float("nan")] * max(0, k - len(pairs))
+    return ids, lps
+
+
+def output_top(logprobs: Any, index: int, n: int, k: int) -> TopLogprobs:
+    """The top-``k`` of each generated token: legacy ``top_logprobs[j] = {"token_id:N": logprob}`` (vLLM) or
+    ``content[j].top_logprobs = [{id|token, logprob}]`` (llama-server). vLLM adds the sampled token to a row
+    when it is not among the top-k, so a row may hold ``k + 1`` entries: only the ``k`` most likely are kept."""
+    where = f"engine answer to request {index}"
+    rows: list[Any]
+    if _content_shape(logprobs):
+        rows = [e.get("top_logprobs") if isinstance(e, Mapping) else None for e in logprobs["content"]]
+    else:
+        raw = logprobs.get("top_logprobs") if isinstance(logprobs, Mapping) else None
+        rows = raw if isinstance(raw, list) else []
+    if len(rows) < n:
+        raise EngineError(f"{where}: logprobs.top_logprobs has {len(rows)} rows, expected {n} (top-{k} was asked)")
+    ids = np.full((n, k), -1, dtype=np.int32)
+    lps = np.full((n, k), np.nan)
+    for j, row in enumerate(rows[:n]):
+        field = f"logprobs.top_logprobs[{j}]"
+        pairs: list[tuple[int, float]] = []
+        if isinstance(row, Mapping):
+            pairs = [(_token_id(t, index, field), logprob(v, index, field)) for t, v in row.items()]
+        elif isinstance(row, list):
+            for e in row:
+                if not isinstance(e, Mapping):
+                    raise EngineError(f"{where}: {field} has an entry that is not an object")
+                tid = e.get("id")
+                if isinstance(tid, bool) or not isinstance(tid, int) or tid < 0:
+                    tid = _token_id(e.get("token"), index, field)
+                pairs.append((tid, logprob(e.get("logprob"), index, field)))
+        else:
+            raise EngineError(f"{where}: {field} is {type(row).__name__}, expected the top-{k} tokens")
+        ids[j], lps[j] = _top_row(pairs, k)
+    return TopLogprobs(ids=ids, logprobs=lps)
+
+
 class OpenAIEngine:
     replay_per_position = False
 
@@ -106,6 +153,32 @@ class OpenAIEngine:
             self.url, timeout_s=request_timeout_s, pool_size=self.concurrency, retries=retries, backoff_s=backoff_s
         )
         self._model = model
+        self._pieces: dict[int, str | None] = {}
+        self._no_detokenize = False
+
+    def _piece(self, token: int) -> str | None:
+        if self._no_detokenize:
+            return None
+        body = {"model": self.model_name(), "tokens": [token]}
+        response = self.http.request("POST", "/detokenize", json=body, what=f"/detokenize {token}")
+        if response.status_code == 404:
+            # Not vLLM (no /detokenize): the report shows the token's id instead of its text.
+            self._no_detokenize = True
+            return None
+        try:
+            data = response.json() if response.status_code == 200 else None
+        except ValueError:
+            data = None
+        text = data.get("prompt") if isinstance(data, Mapping) else None
+        return text if isinstance(text, str) and text and text != "\ufffd" else None
+
+    def token_texts(self, ids: Sequence[int]) -> tuple[str | None, ...]:
+        """The text of each token id through vLLM's ``/detokenize``, once per distinct id: completions come back
+        as ids (``return_tokens_as_token_ids``), so the report would otherwise show only ids."""
+        missing = sorted({int(t) for t in ids} - self._pieces.keys())
+        for token in missing:
+            self._pieces[token] = self._piece(token)
+        return tuple(self._pieces[int(t)] for t in ids)
 
     def model_name(self) -> str:
         if self._model is None:
@@ -156,36 +229,49 @@ class OpenAIEngine:
                 + (LLAMA_HINT if _content_shape(choice.get("logprobs")) else "")
             )
         out_ids, out_lp = out_ids[:n], out_lp[:n]
+        k = r.top_logprobs_num
+        top_out = output_top(choice.get("logprobs"), index, n, k) if k > 0 else None
         in_ids = np.empty(0, dtype=np.int32)
         in_lp = np.empty(0)
+        top_in = None
         if r.logprob_start_len >= 0:
-            in_lp = self._prompt_logprobs(choice.get("prompt_logprobs"), r, index)
+            in_lp, top_in = self._prompt_logprobs(choice.get("prompt_logprobs"), r, index)
             in_ids = np.asarray(r.input_ids[r.logprob_start_len :], dtype=np.int32)
-        usage = data.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
         return Generation(
             input_ids=r.input_ids,
             output_ids=out_ids,
             prompt_tokens=len(r.input_ids),
-            cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else 0,
+            cached_tokens=self._cached_tokens(data.get("usage"), index),
             input_token_ids=in_ids,
             input_logprobs=in_lp,
             output_logprobs=out_lp,
-            input_token_text=(None,) * len(in_ids) if r.return_text else (),
-            output_token_text=(None,) * len(out_ids) if r.return_text else (),
+            input_top=top_in,
+            output_top=top_out,
+            input_token_text=self.token_texts(in_ids.tolist()) if r.return_text else (),
+            output_token_text=self.token_texts(out_ids) if r.return_text else (),
         )
 
+    def _cached_tokens(self, usage: Any, index: int) -> int:
+        """``usage.prompt_tokens_details.cached_tokens`` where the server reports it, else 0."""
+        details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else None
+        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+        return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached >= 0 else 0
+
     @staticmethod
-    def _prompt_logprobs(raw: Any, r: GenerateRequest, index: int) -> np.ndarray[Any, Any]:
-        """vLLM: ``[None, {"<id>": {"logprob": x, ...}, ...}, ...]``, one entry per prompt token."""
+    def _prompt_logprobs(raw: Any, r: GenerateRequest, index: int) -> tuple[np.ndarray[Any, Any], TopLogprobs | None]:
+        """vLLM: ``[None, {"<id>": {"logprob": x, "rank": n, ...}, ...}, ...]``, one entry per prompt token: the
+        prompt token and the top-k (``k + 1`` entries when the prompt token is not among them). Position 0 has
+        no prediction (NaN, and a top-k row of -1/NaN)."""
         if not isinstance(raw, list) or len(raw) != len(r.input_ids):
             found = f"{len(raw)} entries" if isinstance(raw, list) else ("none" if raw is None else type(raw).__name__)
             raise EngineError(
                 f"engine answer to request {index}: prompt_logprobs must have {len(r.input_ids)} entries, found "
                 f"{found} (vLLM supports prompt_logprobs; llama-server ignores it: use engine kind llamacpp there)"
             )
+        k = r.top_logprobs_num
         out = np.full(len(raw), np.nan)
+        top_ids = np.full((len(raw), k), -1, dtype=np.int32)
+        top_lps = np.full((len(raw), k), np.nan)
         for pos in range(max(1, r.logprob_start_len), len(raw)):
             entry = raw[pos]
             key = str(r.input_ids[pos])
@@ -194,7 +280,20 @@ class OpenAIEngine:
             value = entry[key]
             value = value.get("logprob") if isinstance(value, Mapping) else value
             out[pos] = logprob(value, index, f"prompt_logprobs[{pos}]")
-        return out[r.logprob_start_len :]
+            if k > 0:
+                pairs = []
+                for tid, v in entry.items():
+                    field = f"prompt_logprobs[{pos}][{str(tid)[:12]!r}]"
+                    if not (
+                        isinstance(tid, str) and tid.isascii() and tid.isdigit() and len(tid) <= 10 and int(tid) < 2**31
+                    ):
+                        raise EngineError(f"engine answer to request {index}: {field} is not a token id")
+                    lp = v.get("logprob") if isinstance(v, Mapping) else v
+                    pairs.append((int(tid), logprob(lp, index, field)))
+                top_ids[pos], top_lps[pos] = _top_row(pairs, k)
+        start = r.logprob_start_len
+        top = TopLogprobs(ids=top_ids[start:], logprobs=top_lps[start:]) if k > 0 else None
+        return out[start:], top
 
     def flush_cache(self) -> None:
         # vLLM's /reset_prefix_cache exists only in dev mode; the replay bypasses the prefix cache anyway.
@@ -240,7 +339,20 @@ class OpenAIEngine:
         return tuple(tokens)
 
     def cache_unsupported_reason(self) -> str | None:
+        if self._is_vllm():
+            return VLLM_REASON
         return CACHE_REASON
+
+    def _is_vllm(self) -> bool:
+        """vLLM answers ``GET /version`` with its version and names its metrics ``vllm:...``."""
+        try:
+            version = self.http.request("GET", "/version", what="/version", retry=False)
+            if version.status_code != 200 or '"version"' not in version.text:
+                return False
+            metrics = self.http.request("GET", "/metrics", what="/metrics", retry=False)
+        except EngineError:
+            return False
+        return metrics.status_code == 200 and "vllm:" in metrics.text
 
     def close(self) -> None:
         self.http.close()

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from precisionbot.errors import ConfigError
 from precisionbot.report.chart_data import (
     FLOOR,
@@ -31,7 +33,8 @@ from precisionbot.report.chart_data import (
     SectionFigures,
 )
 
-WIDTH_IN, HEIGHT_IN = 7.2, 2.9
+WIDTH_IN, HEIGHT_IN = 10.5, 3.4
+"""Drawn for the page's full width (the SVG scales to it; the text stays readable at 1280 px)."""
 COLORS = ("#c0392b", "#2471a3", "#7d3c98", "#b9770e", "#148f77", "#566573")
 STYLE = {
     "svg.fonttype": "none",
@@ -117,12 +120,36 @@ class _Drawing:
         return inline_svg(buf.getvalue(), self.key)
 
 
-def _log_axis(axis: Any) -> None:
+def zero_line(*arrays: Any) -> float:
+    """Where exact zeros are drawn on a log axis: a decade below the smallest value above ``FLOOR`` (so the
+    axis spans the data, not a fixed 1e-12…1), or 1e-6 when every value is zero."""
+    values = [np.asarray(a, dtype=float).ravel() for a in arrays]
+    joined = np.concatenate(values) if values else np.empty(0)
+    positive = joined[np.isfinite(joined) & (joined > FLOOR)]
+    if positive.size == 0:
+        return 1e-6
+    return float(10.0 ** (math.floor(math.log10(float(positive.min()))) - 1))
+
+
+def lift(values: Any, zero: float) -> Any:
+    """``values`` with everything at or below ``FLOOR`` (exact zeros) moved up to the ``zero`` line."""
+    out = np.asarray(values, dtype=float).copy()
+    out[out <= FLOOR] = zero
+    return out
+
+
+def _log_axis(axis: Any, zero: float | None = None) -> None:
     """A log axis labelled ``1e-4`` in plain text: matplotlib's default ``$10^{-4}$`` goes through its math
-    text parser, which took half the render time (and is not selectable text in the page)."""
+    text parser, which took half the render time (and is not selectable text in the page). ``zero``: the
+    line exact zeros are drawn on, labelled ``0``."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"1e{round(math.log10(v))}" if v > 0 else "0"))
+    def label(v: float, _: object) -> str:
+        if v <= 0 or (zero is not None and math.isclose(v, zero, rel_tol=1e-6)):
+            return "0"
+        return f"1e{round(math.log10(v))}"
+
+    axis.set_major_formatter(FuncFormatter(label))
     axis.set_minor_formatter(NullFormatter())
 
 
@@ -137,12 +164,13 @@ def _drawing(key: str) -> Iterator[_Drawing]:
 def _line_chart(key: str, fig: PositionLines) -> Chart:
     with _drawing(key) as d:
         ax = d.figure.add_subplot()
+        zero = zero_line(*(line.value for line in fig.lines))
         for i, line in enumerate(fig.lines):
             color = COLORS[i % len(COLORS)]
-            ax.plot(line.position, line.value, lw=1.1, color=color, label=f"sample {line.sample}")
+            ax.plot(line.position, lift(line.value, zero), lw=1.1, color=color, label=f"sample {line.sample}")
             if line.onset is not None:
                 ax.axvline(line.onset, color=color, ls=":", lw=1.0)
-                ymax = max(float(line.value.max()), FLOOR * 10)
+                ymax = max(float(line.value.max()), zero * 10)
                 ax.plot([line.onset], [ymax], marker="v", color=color, ms=5, ls="none")
         if fig.threshold is not None:
             ax.axhline(fig.threshold, color="#555", ls="--", lw=0.8, label=fig.threshold_label)
@@ -150,8 +178,8 @@ def _line_chart(key: str, fig: PositionLines) -> Chart:
             for k, x in enumerate(marks):
                 ax.axvline(x, color="#999", ls="-.", lw=0.8, label=what if k == 0 else None, zorder=0)
         ax.set_yscale("log")
-        _log_axis(ax.yaxis)
-        ax.set_ylim(bottom=FLOOR / 2)
+        ax.set_ylim(bottom=zero / 2)
+        _log_axis(ax.yaxis, zero)
         ax.set_xlabel("token position in the sample (prompt + output)")
         ax.set_ylabel(f"{fig.measure} per position (nats)")
         # Outside the axes: the lines fill the whole plot, a legend inside would hide some of them.
@@ -163,7 +191,7 @@ def _line_chart(key: str, fig: PositionLines) -> Chart:
     onset = "a ▼ and dotted line mark each sample's onset (first position over the threshold); "
     caption = (
         f"Each line is one sample's {fig.measure} along its positions (bins show their largest value; "
-        f"exact zeros sit at the bottom, {FLOOR:g}); "
+        "exact zeros sit on the bottom line, labelled 0); "
         + (onset if fig.measure == "k3" else "")
         + "high from the first generated token: the state was wrong before generation began; rising midway: "
         "a handoff; isolated spikes: noise."
@@ -175,15 +203,15 @@ def _scatter_chart(key: str, fig: MarginScatter) -> Chart:
     with _drawing(key) as d:
         ax = d.figure.add_subplot()
         keep = ~fig.flip
-        ax.scatter(fig.margin[keep], fig.kl[keep], s=3, color="#95a5a6", alpha=0.5, lw=0, label="no flip")
-        ax.scatter(
-            fig.margin[fig.flip], fig.kl[fig.flip], s=14, color="#c0392b", marker="x", lw=1.0, label="top-1 flip"
-        )
+        zero = zero_line(fig.kl)
+        kl = lift(fig.kl, zero)
+        ax.scatter(fig.margin[keep], kl[keep], s=4, color="#7f8c8d", alpha=0.6, lw=0, label="no flip")
+        ax.scatter(fig.margin[fig.flip], kl[fig.flip], s=16, color="#c0392b", marker="x", lw=1.0, label="top-1 flip")
         if fig.confident_margin is not None and fig.confident_margin > 0:
             ax.axvline(fig.confident_margin, color="#333", ls="--", lw=0.9, label="confident-flip margin")
         ax.set_yscale("log")
-        _log_axis(ax.yaxis)
-        ax.set_ylim(bottom=FLOOR / 2)
+        ax.set_ylim(bottom=zero / 2)
+        _log_axis(ax.yaxis, zero)
         ax.set_xlabel("baseline top-2 gap (margin, nats)")
         ax.set_ylabel("KL per position (nats)")
         ax.legend(loc="upper right")
@@ -193,7 +221,8 @@ def _scatter_chart(key: str, fig: MarginScatter) -> Chart:
         svg = d.svg()
     caption = (
         "Each point is a scored position; red crosses are top-1 flips. Flips at small margins (left of the dashed "
-        "line) are near-ties that noise flips too; flips far right of it need a systematic logit shift."
+        "line) are near-ties that noise flips too; flips far right of it need a systematic logit shift. Positions "
+        "with a KL of exactly 0 sit on the bottom line, labelled 0."
         + (f" {shown:,} of {fig.positions:,} positions drawn (every flip kept)." if shown < fig.positions else "")
     )
     return Chart(key=key, title=title, caption=caption, svg=svg)
@@ -229,15 +258,17 @@ def _depth_chart(key: str, fig: DepthLines) -> Chart:
     with _drawing(key) as d:
         ax = d.figure.add_subplot()
         xs = list(range(len(fig.labels)))
+        zero = zero_line(fig.kl_max, fig.kl_p99, fig.kl_p50)
         for values, name, color in (
             (fig.kl_max, "max", "#c0392b"),
             (fig.kl_p99, "p99", "#b9770e"),
             (fig.kl_p50, "p50", "#2471a3"),
         ):
-            ax.plot(xs, values, marker="o", ms=3.5, lw=1.2, color=color, label=name)
+            ax.plot(xs, lift(values, zero), marker="o", ms=3.5, lw=1.2, color=color, label=name)
         ax.set_xticks(xs, [tick_label(t) for t in fig.labels], parse_math=False)
         ax.set_yscale("log")
-        _log_axis(ax.yaxis)
+        ax.set_ylim(bottom=zero / 2)
+        _log_axis(ax.yaxis, zero)
         ax.set_xlabel("context depth (tokens); the last point is the decode tail")
         ax.set_ylabel("golden KL (nats)")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -254,12 +285,13 @@ def _depth_chart(key: str, fig: DepthLines) -> Chart:
 def _cdf_chart(key: str, fig: KlCdf) -> Chart:
     with _drawing(key) as d:
         ax = d.figure.add_subplot()
+        zero = zero_line(*(s.kl for s in fig.series))
         for i, s in enumerate(fig.series):
-            ax.step(s.kl, fig.fraction, where="post", lw=1.3, color=COLORS[(i + 1) % len(COLORS)],
+            ax.step(lift(s.kl, zero), fig.fraction, where="post", lw=1.3, color=COLORS[(i + 1) % len(COLORS)],
                     label=f"{safe_name(s.name)} ({s.positions:,} positions)")  # fmt: skip
         ax.set_xscale("log")
-        _log_axis(ax.xaxis)
-        ax.set_xlim(left=FLOOR / 2)
+        ax.set_xlim(left=zero / 2)
+        _log_axis(ax.xaxis, zero)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("KL per position (nats)")
         ax.set_ylabel("fraction of positions ≤ x")
@@ -269,8 +301,8 @@ def _cdf_chart(key: str, fig: KlCdf) -> Chart:
         svg = d.svg()
     caption = (
         "The share of positions at or below each KL. A curve shifted right is a global change; a long flat top "
-        "that ends far right is a few positions carrying the damage. Prose and code are drawn apart when the "
-        "result says which is which."
+        "that ends far right is a few positions carrying the damage; positions at exactly 0 start on the left "
+        "line, labelled 0. Prose and code are drawn apart when the result says which is which."
     )
     return Chart(key=key, title=title, caption=caption, svg=svg)
 

@@ -21,7 +21,16 @@ from typing import Any
 from precisionbot.fmt import count, plain, sig
 from precisionbot.report import diagnosis_hybrid, evidence
 from precisionbot.report.escape import cap, visible
-from precisionbot.results import CONSISTENCY_CHECKS, CheckResult, Diagnosis, RunResult, SampleSummary, Verdict
+from precisionbot.report.noise_words import NoiseScale, noise_scale
+from precisionbot.results import (
+    CONSISTENCY_CHECKS,
+    CheckResult,
+    Diagnosis,
+    RunResult,
+    SampleSummary,
+    Verdict,
+    WorstPosition,
+)
 
 CONCENTRATED_MAX_FRACTION = 0.25
 """At most this fraction of the samples diverging (and at least one) reads as "a few requests trigger it"."""
@@ -49,18 +58,25 @@ def diagnose(
     op = _first_diverging_op(localization)
     if op is not None:
         out.append(op)
-    primary = _which_helper(by_name, out)
+    noise = noise_scale(engine)
+    primary = _which_helper(by_name, out, noise)
     if primary is None and _failed(by_name.get("golden")):
         primary = by_name["golden"]
     if primary is not None:
         if primary.name in CONSISTENCY_CHECKS:
-            diagnosis_hybrid.state_and_window(primary, by_name.get("match"), engine or {}, out)
+            # Where the divergence starts first, then what the hybrid boundaries add to it (said once each).
             _onset(primary, out)
+            diagnosis_hybrid.state_and_window(primary, by_name.get("match"), engine or {}, out)
         _spread(primary, out)
     # A token id seen with its text anywhere in the run names a text-less worst position too.
     texts = known_token_texts(checks)
+    # One sentence for every check's systematic flips: the reason (noise cannot push a token across such a
+    # gap) is the same for all of them, so it is said once.
+    systematic = _systematic_flips(checks, texts, noise)
+    if systematic is not None:
+        out.append(systematic)
     for c in checks:
-        _flips(c, out, texts)
+        _flips(c, out)
     if not any(c.verdict is Verdict.FAIL for c in checks) and any(c.verdict is Verdict.PASS for c in checks):
         out.append(_noise(checks))
     if baseline_stats:
@@ -97,17 +113,17 @@ def _stat(c: CheckResult, key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _max_abs_delta(c: CheckResult) -> str:
+def _max_abs_delta(c: CheckResult, noise: NoiseScale) -> str:
     deltas = [abs(w.delta) for w in c.worst if math.isfinite(w.delta)]
     if not deltas:
         return ""
     d = max(deltas)
     if d > evidence.BUG_DELTA_NATS:
-        return f"; its largest cross-path |Δ| is {sig(d)} nats, far above bf16 noise (~1e-3)"
+        return f"; its largest cross-path |Δ| is {sig(d)} nats, far above {noise.words}"
     return f"; its largest cross-path |Δ| is {sig(d)} nats"
 
 
-def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis]) -> CheckResult | None:
+def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis], noise: NoiseScale) -> CheckResult | None:
     """Seed 002: only one helper diverging localises the bug. Returns the check the rest of the reading uses."""
     match, prefill, decode = (by_name.get(n) for n in CONSISTENCY_CHECKS)
     batch = by_name.get("batch_invariance")
@@ -117,7 +133,7 @@ def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis]) -> C
                 "arithmetic",
                 "match diverged with no cache involved: a kernel computes a different function for decode and "
                 "prefill shapes (batch variance or a wrong kernel), and every helper inherits it"
-                + _max_abs_delta(match)
+                + _max_abs_delta(match, noise)
                 + ".",
                 "match",
             )
@@ -145,7 +161,9 @@ def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis]) -> C
         )
         out.append(
             Diagnosis(
-                "prefill_restore", f"prefill_cache_hit diverged {why}{_max_abs_delta(prefill)}.{also}", prefill.name
+                "prefill_restore",
+                f"prefill_cache_hit diverged {why}{_max_abs_delta(prefill, noise)}.{also}",
+                prefill.name,
             )
         )
         return prefill
@@ -165,7 +183,7 @@ def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis]) -> C
                 "decode_state",
                 f"only decode_cache_hit diverged ({clean}): state written during decode — KV of generated "
                 "tokens, a sliding-window handoff or a checkpoint — is wrong when a later request reuses it"
-                + _max_abs_delta(decode)
+                + _max_abs_delta(decode, noise)
                 + ".",
                 decode.name,
             )
@@ -243,23 +261,39 @@ def _spread(c: CheckResult, out: list[Diagnosis]) -> None:
         )
 
 
-def _flips(c: CheckResult, out: list[Diagnosis], texts: Mapping[int, str]) -> None:
-    """Seed 001: a flip across a gap above 0.4 nats needs a systematic shift; many small-gap flips add up."""
-    systematic = [w for w in c.worst if evidence.read_position(w).systematic_flip]
-    if systematic:
+def _systematic(c: CheckResult) -> list[WorstPosition]:
+    return [w for w in c.worst if evidence.read_position(w).systematic_flip]
+
+
+def _systematic_flips(checks: Sequence[CheckResult], texts: Mapping[int, str], noise: NoiseScale) -> Diagnosis | None:
+    """Seed 001: a flip across a gap above 0.4 nats needs a systematic shift. Per check, its widest such flip."""
+    parts = []
+    for c in checks:
+        systematic = _systematic(c)
+        if not systematic:
+            continue
         w = max(systematic, key=lambda x: x.margin_ref or 0.0)
         text = w.token_text or texts.get(w.token_id, "")
         token = f"\u201c{visible(cap(text, 24))}\u201d" if text else f"id {w.token_id}"
-        extra = f" ({len(systematic)} such flips among the worst positions)" if len(systematic) > 1 else ""
-        out.append(
-            Diagnosis(
-                "systematic_flip",
-                f"{c.name}: the top-1 token flips at sample {w.sample}, position {w.position} (scored token "
-                f"{token}) across a top-2 gap of {plain_or_dash(w.margin_ref)} nats{extra}; bf16 noise (~1e-3) "
-                "cannot do that, only a systematic logit shift can.",
-                c.name,
-            )
+        extra = f"; {len(systematic)} such flips among its worst positions" if len(systematic) > 1 else ""
+        parts.append(
+            f"{c.name} at sample {w.sample}, position {w.position} (scored token {token}, gap "
+            f"{plain_or_dash(w.margin_ref)} nats{extra})"
         )
+    if not parts:
+        return None
+    names = [c.name for c in checks if _systematic(c)]
+    return Diagnosis(
+        "systematic_flip",
+        f"the top-1 token flips across a top-2 gap that {noise.words} cannot cross, only a systematic logit "
+        f"shift can: {'; '.join(parts)}.",
+        names[0] if len(names) == 1 else None,
+    )
+
+
+def _flips(c: CheckResult, out: list[Diagnosis]) -> None:
+    """Seed 001: many small-gap flips add up — observed flips against the number noise explains."""
+    systematic = _systematic(c)
     observed = c.stats.get("flips")
     expected = c.stats.get("expected_flips")
     ev = evidence.flip_evidence(

@@ -82,9 +82,8 @@ def state_and_window(
             out.append(
                 Diagnosis(
                     "recurrent_state",
-                    f"{c.name}: the divergence starts at the first generated token and every diverging "
-                    f"sample's cache hit ends on a checkpoint boundary (cached tokens a multiple of "
-                    f"mamba_track_interval {count(interval)}): the state restored at the hit is wrong — a "
+                    f"{c.name}: every diverging sample's cache hit ends on a checkpoint boundary (cached tokens a "
+                    f"multiple of mamba_track_interval {count(interval)}): the state restored at the hit is wrong — a "
                     f"stale or shifted recurrent/conv checkpoint, state restored into the wrong slot, or {also}.",
                     c.name,
                 )

@@ -4,7 +4,7 @@ Token text comes from the model: it can hold ``|`` (breaks a table row), backtic
 (pings a stranger), ``#12`` (links an issue), newlines, control bytes and bidi overrides. :func:`token_cell`
 makes any string safe *and visible* inside a Markdown table cell:
 
-* whitespace and invisible characters become visible glyphs (a space is ``·``, a newline ``␊``, a tab ``␉``,
+* whitespace and invisible characters become visible glyphs (a space is ``·``, a newline ``↵``, a tab ``⇥``,
   other control or format characters ``⟨07⟩`` / ``⟨U+202E⟩``), because a diverging token that is "just a
   space" is exactly what a reader needs to see;
 * Markdown metacharacters get a backslash; HTML metacharacters and ``|`` become character references, which
@@ -24,8 +24,9 @@ import unicodedata
 
 ZWJ = "\u200d"
 
-VISIBLE = {" ": "·", "\n": "␊", "\r": "␍", "\t": "␉"}
-"""Whitespace shown as a glyph."""
+VISIBLE = {" ": "·", "\n": "↵", "\r": "←", "\t": "⇥"}
+"""Whitespace shown as a glyph: arrows from the fonts every Linux desktop and CI image has (DejaVu covers
+them), not Unicode's control pictures (``␊``), which Debian's default fonts draw as empty boxes."""
 
 # Characters with an inline meaning in CommonMark/GFM (emphasis, code, links, strikethrough, GitHub math)
 # get a backslash; HTML metacharacters and the table separator get numeric references, which every
@@ -73,7 +74,7 @@ def cap(text: str, max_chars: int = TOKEN_MAX_CHARS) -> str:
 
 def markdown_text(text: str, *, spaces: bool = True) -> str:
     """Escape ``text`` so it renders literally in Markdown (inline, table cells, headings): no markup, no HTML,
-    no mentions or issue links. Newlines are shown as ``␊``, so the result is always one line.
+    no mentions or issue links. Newlines are shown as ``↵``, so the result is always one line.
     ``spaces=False`` leaves plain spaces alone (prose such as diagnosis sentences)."""
     out: list[str] = []
     for ch in visible(text, spaces=spaces):

@@ -5,6 +5,10 @@
 * **Top-2 gap** (the reference's top-1 minus top-2 logprob) at a flip: logprob differences are logit
   differences, so the gap is the force needed to flip. A flip across a gap above 0.4 nats needs a systematic
   shift; below 0.3 nats any small perturbation can flip it and the flip alone proves nothing.
+* **Tail tokens**: a scored token both paths give less than 1e-4 probability (logprob below −9.2) can move by
+  a nat without moving the distribution: its weight in KL is its probability. A quantized model scores rare
+  corpus tokens at −17 and moves them by whole nats; that is a rounding of the tail, not evidence of a bug, so
+  such a position reads ``tail`` (the KL and the flips judge the check).
 * **Flips against noise**: under Gaussian logit noise σ a position with margin m flips with probability
   Φ(−m / (√2σ)); summed over the positions that is the number of flips noise explains. Seeing many more
   (a Poisson tail below 1 %) is evidence of a bug even when each flip sits at a small gap.
@@ -27,6 +31,8 @@ SYSTEMATIC_GAP_NATS = 0.4
 """A flip across a top-2 gap above this needs a systematic logit shift (0.455 in docs/background.md's cache bug)."""
 UNATTRIBUTABLE_GAP_NATS = 0.3
 """A flip across a top-2 gap below this cannot be attributed: near-ties flip under ordinary noise."""
+TAIL_LOGPROB = math.log(1e-4)
+"""A scored token below this logprob on both paths is in the tail: its |Δ| weighs next to nothing in KL."""
 EXCESS_FLIPS_P = 0.01
 """Poisson tail probability below which the observed flips are more than noise explains."""
 
@@ -37,6 +43,7 @@ class Reading(str, Enum):
     NOISE = "noise"
     UNCLEAR = "unclear"
     UNATTRIBUTABLE = "unattributable"
+    TAIL = "tail"
     BUG = "bug"
 
     def __str__(self) -> str:
@@ -68,6 +75,8 @@ def read_position(w: WorstPosition) -> PositionEvidence:
         return PositionEvidence(
             Reading.BUG, f"flip at gap {_num(gap, SYSTEMATIC_GAP_NATS)} > {SYSTEMATIC_GAP_NATS:g}", True
         )
+    if not w.flip and math.isfinite(delta) and delta > NOISE_DELTA_NATS and max(w.lp_ref, w.lp_test) < TAIL_LOGPROB:
+        return PositionEvidence(Reading.TAIL, f"p < 1e-4 on both paths; |Δ| {delta:.2g} weighs ≈ 0 in KL", False)
     if not math.isfinite(delta) or delta > BUG_DELTA_NATS:
         return PositionEvidence(Reading.BUG, f"|Δ| {_num(delta, BUG_DELTA_NATS)} > {BUG_DELTA_NATS:g}", False)
     if w.flip and gap is not None and gap < UNATTRIBUTABLE_GAP_NATS:

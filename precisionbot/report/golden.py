@@ -59,6 +59,14 @@ def kl_line(c: CheckResult | None) -> str:
         if len(parts) > 1:
             # Teacher-forced prefill vs decode steps: a divergence only in decode points at decode-time state.
             text += "; by phase: " + ", ".join(parts)
+    diverged = s.get("decode_divergence")
+    if isinstance(diverged, list) and diverged:
+        # Why the position count moves between runs: after a sample's generation leaves the baseline's, the
+        # contexts differ and nothing after that step can be compared.
+        text += (
+            f"; {count(len(diverged))} sample(s) generated another token than the baseline, and decode is compared "
+            "up to and including that step, so the position count moves with where generation leaves the baseline's"
+        )
     band = s.get("band")
     if isinstance(band, Mapping) and band.get("pairs") and zero_band(band):
         text += (

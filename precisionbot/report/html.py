@@ -24,7 +24,7 @@ from markupsafe import Markup
 
 from precisionbot.report.chart_data import section_figures
 from precisionbot.report.chart_svg import Chart, section_charts
-from precisionbot.report.escape import markdown_plain, visible
+from precisionbot.report.escape import markdown_plain
 from precisionbot.report.render import _load
 from precisionbot.report.view import Detail, ReportLinks, ReportSection, SectionView, report_view
 from precisionbot.results import Verdict
@@ -44,8 +44,6 @@ T = TypeVar("T")
 class HtmlSection:
     view: SectionView
     """The comment's section view with Markdown escaping undone (the template escapes for HTML)."""
-    reasons: tuple[tuple[str, str, str], ...]
-    """``(check, verdict, reason)``."""
     charts: tuple[Chart, ...]
     anchor: str
 
@@ -59,7 +57,6 @@ class HtmlReport:
     sections: tuple[HtmlSection, ...]
     links: tuple[tuple[str, str], ...]
     csp: str
-    frac_label: str
 
 
 def _plain(obj: T) -> T:
@@ -77,18 +74,12 @@ def _plain(obj: T) -> T:
 
 
 def _section(index: int, section: ReportSection, view: SectionView) -> HtmlSection:
-    reasons = tuple(
-        (visible(c.name, spaces=False), str(c.verdict), visible(r, spaces=False))
-        for c in section.run.checks
-        if c.verdict is not Verdict.PASS
-        for r in c.reasons
-    )
     charts = section_charts(f"s{index}", section_figures(section.run, section.records))
     plain = _plain(view)
     # Text symbols, not emoji: they render in any font (a CI browser has no emoji font) and take the CSS colour.
     plain = replace(plain, icon=SYMBOLS[section.run.verdict], rows=tuple(replace(r, icon=SYMBOLS[c.verdict])
                     for r, c in zip(plain.rows, section.run.checks, strict=True)))  # fmt: skip
-    return HtmlSection(view=plain, reasons=reasons, charts=charts, anchor=f"section-{index}")
+    return HtmlSection(view=plain, charts=charts, anchor=f"section-{index}")
 
 
 @lru_cache(maxsize=1)
@@ -116,7 +107,6 @@ def html_view(sections: Sequence[ReportSection], *, links: ReportLinks | None = 
         sections=tuple(_section(i, s, v) for i, (s, v) in enumerate(zip(sections, view.sections, strict=True))),
         links=kept,
         csp=CSP,
-        frac_label=markdown_plain(view.frac_label),
     )
 
 

@@ -13,20 +13,29 @@ from precisionbot.metrics.rerun_stats import MainComparison, describe
 from precisionbot.report import evidence
 from precisionbot.report.diagnosis import BaselineStats
 from precisionbot.report.escape import label_text, markdown_text, prose, token_cell, visible
+from precisionbot.report.noise_words import UNKNOWN, NoiseScale
 from precisionbot.results import CheckResult, RunResult, Verdict
+from precisionbot.results.cost import PRICES_AS_OF
 
 ICONS = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️"}
 FRAC_KEY = "1e-2"
 """The ``frac_over`` threshold shown in the table (the default per-token "over" threshold, ``token_k3``)."""
 
-LEGEND = (
-    "k3: per token, e^δ − 1 − δ ≈ δ²/2 of the logprob difference δ = lp\\_ref − lp\\_test, in nats "
-    "(natural-log units). Mean of k3: SGLang's mean, the mean over samples of each sample's mean k3, what "
-    "SGLang's `kl_div` threshold gates. KL (golden): the divergence of the two next-token distributions over "
-    "the baseline's top-k tokens plus the rest; its mean is over positions. Top-2 gap (margin): the reference's "
-    "top-1 minus top-2 logprob, the push a top-1 flip needs (bf16 noise is about 1e-3 nats)."
-)
-"""The table's legend, already Markdown (no untrusted text)."""
+
+def legend(noise: NoiseScale) -> str:
+    """The table's legend, already Markdown (no untrusted text); the noise scale is the run's precision's."""
+    return (
+        "k3: per token, e^δ − 1 − δ ≈ δ²/2 of the logprob difference δ = lp\\_ref − lp\\_test, in nats "
+        "(natural-log units). Mean of k3: SGLang's mean, the mean over samples of each sample's mean k3, what "
+        "SGLang's `kl_div` threshold gates. KL (golden): the divergence of the two next-token distributions over "
+        "the baseline's top-k tokens plus the rest; its mean is over positions. Top-2 gap (margin): the "
+        "reference's top-1 minus top-2 logprob, the push a top-1 flip needs, against "
+        f"{markdown_text(noise.words, spaces=False)}."
+    )
+
+
+LEGEND = legend(UNKNOWN)
+"""The legend when the run's precision is unknown."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,10 @@ class CheckRow:
     vs_previous: str
     vs_main: str = ""
     """A helper against main's reruns: ``2.1× main, p < 0.001`` or ``within main's noise (...)``; "" if none."""
+    numbers: str = "–"
+    """``k3 0.33 · 4.7 · 8.1``: the measure and its mean · p99 · max in one cell."""
+    why: str = "–"
+    """The check's reasons, one sentence each, joined: the verdict's reasons live in the row they explain."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,14 @@ class WorstRow:
     gap: str
     flip: str
     reading: str
+    where: str = ""
+    """``2 · 79``: sample and position in one cell (the comment's table stays at seven columns)."""
+    logprobs: str = ""
+    """``-9.71 → -0.642``: reference → test."""
+    delta_k3: str = ""
+    """``-9.1 · 8.1``: Δ and k3."""
+    gap_flip: str = ""
+    """``5.7 · flip``: the top-2 gap, and whether the top-1 token changed."""
     before: str = ""
     """Context: the text of a few tokens before (escaped like the token; shown by the HTML report)."""
     after: str = ""
@@ -134,13 +155,16 @@ def check_row(
     mean = sig(_stat(s, "kl_mean" if kl else "mean_k3"))
     p99 = sig(_stat(s, "kl_p99" if kl else "p99"))
     top = sig(_stat(s, "kl_max" if kl else "max"))
+    # A check that measured nothing has no measure to name.
+    measure = "–" if mean == p99 == top == "–" else ("KL" if kl else "k3")
     return CheckRow(
         name=label_text(c.name),
         icon=ICONS[c.verdict],
         verdict=str(c.verdict),
         positions=positions,
-        # A check that measured nothing has no measure to name.
-        measure="–" if mean == p99 == top == "–" else ("KL" if kl else "k3"),
+        measure=measure,
+        numbers="–" if measure == "–" else f"{measure} {mean} · {p99} · {top}",
+        why="; ".join(prose(r) for r in c.reasons) or "–",
         mean=mean,
         p99=p99,
         max=top,
@@ -190,18 +214,33 @@ def token_label(token_id: int, text: str, texts: Mapping[int, str] | None = None
 
 
 def worst_rows(
-    checks: Sequence[CheckResult], limit: int, texts: Mapping[int, str] | None = None
+    checks: Sequence[CheckResult],
+    limit: int,
+    texts: Mapping[int, str] | None = None,
+    *,
+    passing: bool = True,
 ) -> tuple[tuple[WorstRow, ...], int]:
+    """The worst positions of each check, failing checks first; ``passing=False`` leaves out passing checks'
+    (their positions are within the thresholds: the comment has no room for rows that explain nothing)."""
     rows: list[WorstRow] = []
     omitted = 0
     ordered = sorted(checks, key=lambda c: c.verdict is not Verdict.FAIL)
     for c in ordered:
+        if not passing and c.verdict is Verdict.PASS:
+            continue
         # A position with no difference at all (bit-identical paths) tells the reader nothing.
         shown = [w for w in c.worst if not (w.delta == 0.0 and w.k3 == 0.0 and not w.flip)]
         worst = sorted(shown, key=lambda w: -w.k3 if math.isfinite(w.k3) else -math.inf)
         omitted += max(0, len(worst) - limit)
         for w in worst[:limit]:
             ev = evidence.read_position(w)
+            reading = f"{ev.reading} ({ev.why})"
+            if c.verdict is Verdict.PASS and ev.reading is evidence.Reading.BUG:
+                # The check's thresholds judged these positions together and passed them: one position's size
+                # alone does not make a bug of a passing check.
+                reading = f"{evidence.Reading.UNCLEAR} ({ev.why}, but {c.name} passed)"
+            flip = "–" if w.flip is None else ("yes" if w.flip else "no")
+            gap = sig(w.margin_ref)
             rows.append(
                 WorstRow(
                     check=label_text(c.name),
@@ -213,9 +252,13 @@ def worst_rows(
                     lp_test=logprob(w.lp_test),
                     delta=signed(w.delta),
                     k3=sig(w.k3),
-                    gap=sig(w.margin_ref),
-                    flip="–" if w.flip is None else ("yes" if w.flip else "no"),
-                    reading=prose(f"{ev.reading} ({ev.why})"),
+                    gap=gap,
+                    flip=flip,
+                    reading=prose(reading),
+                    where=f"{w.sample} · {count(w.position)}",
+                    logprobs=f"{logprob(w.lp_ref)} → {logprob(w.lp_test)}",
+                    delta_k3=f"{signed(w.delta)} · {sig(w.k3)}",
+                    gap_flip=f"{gap} · flip" if w.flip else gap,
                     before=markdown_text(visible(w.context_before)) if w.context_before else "",
                     after=markdown_text(visible(w.context_after)) if w.context_after else "",
                 )
@@ -224,16 +267,21 @@ def worst_rows(
 
 
 def environment_line(run: RunResult) -> str:
+    """Model, hardware, engine, baseline and what the run cost; a field the run does not know is left out
+    (never printed as ``–``)."""
     env = run.environment
     parts = []
     model = env.get("model") or env.get("model_path")
     if model:
         parts.append(f"model {label_text(str(model))}")
     for key, name in (("tp", "tp"), ("gpu", "GPU"), ("dtype", "dtype"), ("suite", "suite")):
-        if env.get(key) not in (None, ""):
+        if env.get(key) not in (None, "", "auto"):
             parts.append(f"{name} {label_text(str(env[key]))}")
-    engine = f"engine {label_text(run.engine.kind)} {label_text(short_sha(run.engine.commit))}"
-    parts.append(engine)
+    engine = " ".join(
+        label_text(v) for v in (run.engine.kind, short_sha(run.engine.commit) if run.engine.commit else "") if v
+    )
+    if engine:
+        parts.append(f"engine {engine}")
     b = baseline_info(run)
     ab = run.extra.get("ab")
     if isinstance(ab, Mapping):
@@ -243,11 +291,45 @@ def environment_line(run: RunResult) -> str:
     else:
         sha = b.get("engine_commit") or b.get("commit")
         when = b.get("date") or b.get("created") or b.get("recorded_at")
-        text = f"baseline {label_text(short_sha(str(sha) if sha else None))}"
+        text = "baseline"
+        if sha:
+            text += f" {label_text(short_sha(str(sha)))}"
         if when:
             text += f" from {label_text(str(when)[:10])}"
-        parts.append(text)
+        parts.append(text if text != "baseline" else "baseline of unknown origin")
+    cost = cost_text(run.extra.get("timing"))
+    if cost:
+        parts.append(cost)
     return " · ".join(parts)
+
+
+def cost_text(timing: Any) -> str:
+    """``checks 4.1 GPU-min on g6e.xlarge ≈ 0.13 USD (on-demand list price 2025-06)``, or the wall time alone when
+    the machine is unknown; "" without a timing."""
+    if not isinstance(timing, Mapping):
+        return ""
+    wall = _stat(timing, "wall_s")
+    if wall is None or wall < 0:
+        return ""
+    minutes = wall / 60.0
+    gpu_minutes = _stat(timing, "gpu_minutes")
+    kind = timing.get("instance_type")
+    if gpu_minutes is None or not isinstance(kind, str) or not kind:
+        return f"checks took {_minutes(minutes)}"
+    text = f"checks took {_minutes(minutes)}, {_minutes(gpu_minutes, 'GPU-min')} on {label_text(kind)}"
+    usd = _stat(timing, "usd")
+    if usd is not None:
+        source = timing.get("price_source")
+        where = label_text(str(source)) if isinstance(source, str) and source else f"list price {PRICES_AS_OF}"
+        # "USD", not "$": GitHub renders text between two dollar signs as math.
+        text += f" ≈ {usd:.2f} USD ({where})"
+    return text
+
+
+def _minutes(value: float, unit: str = "min") -> str:
+    if unit == "min" and value < 1.0:
+        return f"{value * 60:.0f} s"
+    return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
 
 
 def ab_text(ab: Mapping[str, Any]) -> str:

@@ -33,12 +33,12 @@ import numpy as np
 from precisionbot import metrics
 from precisionbot.baselines.golden_judge import stat_fails
 from precisionbot.checks.consistency import MIN_KEPT_FRACTION
-from precisionbot.checks.score import judge_against_match, judge_k3
+from precisionbot.checks.score import MATCH_STAT, NOCACHE_STAT, judge_against_match, judge_k3
 from precisionbot.checks.window_step import step_fails
 from precisionbot.config import ThresholdsConfig, ThresholdSet
 from precisionbot.metrics.flips import NoiseBand
 from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
-from precisionbot.results.run import CACHE_HIT_HELPERS, K3_CHECKS
+from precisionbot.results.run import CACHE_HIT_HELPERS, JUDGED_AGAINST_MATCH, K3_CHECKS
 
 """The helpers that keep only prompts that hit the cache (``cache``: kept/total); ``cache_consistency`` re-scores
 every restart and counts its overlaps instead."""
@@ -105,16 +105,26 @@ def _consistency(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
             raise _Contradiction("cache (kept/total) is missing or impossible")
         if not cache.kept > MIN_KEPT_FRACTION * cache.total:
             raise _Contradiction(f"cache: {cache.kept} of {cache.total} prompts hit the cache (more than half needed)")
-        mine = _optional(stats, "median_sample_mean_k3", _number, None)
-        theirs = None if match is None else _optional(match.stats, "median_sample_mean_k3", _number, None)
-        if match is not None and match.verdict is not Verdict.INCONCLUSIVE and mine is not None and theirs is not None:
-            judged = judge_against_match(
-                replace(check, stats={"median_sample_mean_k3": mine}),
-                replace(match, stats={"median_sample_mean_k3": theirs}),
-                limits,
-            )
-            if judged.verdict is Verdict.FAIL:
-                raise _Contradiction(f"stats.median_sample_mean_k3: {judged.reasons[0]}")
+    _against_match(check, limits, match)
+
+
+def _against_match(check: CheckResult, limits: ThresholdSet, match: CheckResult | None) -> None:
+    """The cache-vs-match rule (``checks.score.judge_against_match``) on the checked numbers it reads."""
+    if check.name not in JUDGED_AGAINST_MATCH:
+        return
+    stat = MATCH_STAT.get(check.name, "median_sample_mean_k3")
+    mine = _optional(check.stats, stat, _number, None)
+    if mine is None:
+        return
+    own = {stat: mine}
+    control = _optional(check.stats, NOCACHE_STAT, _number, None)
+    if control is not None:
+        own[NOCACHE_STAT] = control
+    theirs = None if match is None else _optional(match.stats, stat, _number, None)
+    other = None if match is None or theirs is None else replace(match, stats={stat: theirs})
+    judged = judge_against_match(replace(check, stats=own), other, limits)
+    if judged.verdict is Verdict.FAIL:
+        raise _Contradiction(f"stats.{stat}: {judged.reasons[0]}")
 
 
 def _window_step(stats: Mapping[str, Any]) -> None:

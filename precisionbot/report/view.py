@@ -15,15 +15,15 @@ from precisionbot.report.escape import code_block_text, label_text, prose
 from precisionbot.report.golden import DepthRow, depth_rows, kl_line, zero_band
 from precisionbot.report.heat_strip import LEGEND as STRIP_LEGEND
 from precisionbot.report.heat_strip import worst_strips
+from precisionbot.report.noise_words import noise_scale
 from precisionbot.report.rows import (
-    FRAC_KEY,
     ICONS,
-    LEGEND,
     CheckRow,
     WorstRow,
     check_row,
     environment_line,
     headline,
+    legend,
     worst_rows,
 )
 from precisionbot.results import PositionRecord, RunResult, Verdict
@@ -71,6 +71,8 @@ class Detail:
     """Anything inside ``<details>`` at all."""
     strips_passing: bool = False
     """Heat strips for passing checks too (the job summary), not only for failing ones."""
+    worst_passing: bool = False
+    """Worst positions of passing checks too (the job summary and the HTML page have the room)."""
 
 
 COMMENT_LEVELS = (
@@ -80,7 +82,7 @@ COMMENT_LEVELS = (
     Detail(worst_rows=0, strips=0, buckets=False, details=False),
     Detail(worst_rows=0, strips=0, buckets=False, diagnosis=False, details=False),
 )
-SUMMARY_DETAIL = Detail(worst_rows=25, strips=5, strips_passing=True)
+SUMMARY_DETAIL = Detail(worst_rows=25, strips=5, strips_passing=True, worst_passing=True)
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,6 @@ class SectionView:
     has_baseline: bool
     """Some row has a "vs baseline" comparison (else the column is left out)."""
     vs_baseline_label: str
-    reasons: tuple[str, ...]
     diagnosis: tuple[str, ...]
     golden_kl: str
     depth: tuple[DepthRow, ...]
@@ -121,7 +122,6 @@ class ReportView:
     """``(text, url)`` pairs."""
     note: str
     """Why something was left out and where to find it, or empty."""
-    frac_label: str
 
 
 def baseline_stats_of(section: ReportSection) -> BaselineStats | None:
@@ -160,17 +160,13 @@ def section_view(section: ReportSection, detail: Detail) -> SectionView:
         if run.checks
         else run.diagnosis
     )
-    worst, omitted = worst_rows(run.checks, detail.worst_rows, texts) if detail.details else ((), 0)
+    worst, omitted = (
+        worst_rows(run.checks, detail.worst_rows, texts, passing=detail.worst_passing) if detail.details else ((), 0)
+    )
     buckets = tuple(r for c in run.checks for r in bucket_rows(c)) if detail.buckets and detail.details else ()
     strips = _strips(section, detail) if detail.details else ""
     depth = depth_rows(run.check("golden")) if detail.details and detail.buckets else ()
     rows = tuple(check_row(c, base, section.previous, base_word) for c in run.checks)
-    reasons = tuple(
-        f"**{label_text(c.name)}** {c.verdict}: {prose(r)}"
-        for c in run.checks
-        if c.verdict is not Verdict.PASS
-        for r in c.reasons
-    )
     return SectionView(
         label=label_text(section.label),
         icon=ICONS[run.verdict],
@@ -178,10 +174,9 @@ def section_view(section: ReportSection, detail: Detail) -> SectionView:
         headline=headline(run),
         environment=environment_line(run),
         rows=rows,
-        legend=LEGEND,
+        legend=legend(noise_scale(run.environment)),
         has_baseline=any(r.vs_baseline != "–" for r in rows),
         vs_baseline_label="vs noise band" if base_word == "band" else "vs baseline",
-        reasons=reasons,
         diagnosis=tuple(prose(d.text) for d in diag) if detail.diagnosis else (),
         golden_kl=kl_line(run.check("golden")) if detail.details else "",
         depth=depth,
@@ -260,5 +255,4 @@ def report_view(
         ),
         links=tuple(link_list),
         note=note,
-        frac_label=f"k3 &gt; {FRAC_KEY}",
     )

@@ -84,3 +84,33 @@ def test_topk_equality_is_bitwise_with_rank_k_ties() -> None:
     assert topk_equal(a, {1: -0.5, 2: -1.0, 4: -2.0})
     assert not topk_equal(a, {1: -0.5, 2: -1.0, 4: -1.5})
     assert not topk_equal(a, {1: -0.5, 2: -1.0})
+
+
+def test_a_decode_miss_is_explained_by_the_checkpoint_interval_with_the_size_that_hits() -> None:
+    from precisionbot.checks.cache_rules import decode_reach, explain_decode_miss
+
+    hybrid = rules_for({"uses_mamba_radix_cache": True, "mamba_track_interval": 64, "page_size": 16})
+    prompts = [200, 260, 330, 390]  # 200 + 32 - 1 = 231 < 256: no checkpoint past any of these prompts ...
+    assert [decode_reach(hybrid, p, 32) > p + 1 for p in prompts] == [False, False, False, False]
+    why = explain_decode_miss(hybrid, prompts, 32)
+    assert why is not None
+    assert "every 64 tokens (mamba_track_interval 64)" in why and "in only 0 of 4 prompts" in why
+    # ... the size it names lets more than half hit (and one less does not); interval + 2 lets every one.
+    enough = int(why.split("--max-new-tokens ")[1].split()[0])
+    assert sum(decode_reach(hybrid, p, enough) > p + 1 for p in prompts) == 3
+    assert sum(decode_reach(hybrid, p, enough - 1) > p + 1 for p in prompts) == 2
+    assert all(decode_reach(hybrid, p, 66) > p + 1 for p in range(1, 2000))
+    assert explain_decode_miss(hybrid, prompts, 66) is None  # then a miss is the cache's own
+    # A radix cache with pages of 16: 4 new tokens cannot fill a page past most prompts.
+    radix = rules_for({"page_size": 16})
+    assert "page_size 16" in (explain_decode_miss(radix, [100, 200, 300], 4) or "")
+    assert explain_decode_miss(radix, [100, 200, 300], 18) is None
+
+
+def test_a_prefill_miss_is_explained_by_prompts_shorter_than_a_checkpoint() -> None:
+    from precisionbot.checks.cache_rules import explain_prefill_miss
+
+    hybrid = rules_for({"mamba_ssm_dtype": "float32", "mamba_cache_chunk_size": 64})
+    why = explain_prefill_miss(hybrid, [40, 50, 64, 200])
+    assert why is not None and "1 of 4 prompts" in why and "--prompt-tokens 65" in why
+    assert explain_prefill_miss(hybrid, [65, 100, 200]) is None

@@ -146,3 +146,21 @@ def test_cache_helper_less_exact_than_match_fails() -> None:
     assert "above 4x match's 0 " in judged.reasons[0]
     # The same noise on both paths is not a cache bug.
     assert judge_against_match(cache, noisy_match, DEFAULT).verdict is Verdict.PASS
+
+
+def test_a_no_cache_control_sets_the_noise_when_match_is_quieter() -> None:
+    from precisionbot.checks.score import judge_against_match, noise_reference
+
+    quiet = compare("match", [_sample(i, [-1.0] * 4, [-1.0] * 4) for i in range(3)], DEFAULT).result
+    noisy = [_sample(i, [-1.0] * 4, [-1.01] * 4) for i in range(3)]
+    cc = compare("cache_consistency", noisy, DEFAULT).result
+    assert judge_against_match(cc, quiet, DEFAULT).verdict is Verdict.FAIL  # match alone: a false alarm
+    # The same requests without the cache were as noisy: restarting costs that much, the cache nothing.
+    controlled = dataclasses.replace(cc, stats={**cc.stats, "nocache_mean_k3": cc.stats["mean_k3"]})
+    assert noise_reference(controlled, quiet) == (cc.stats["mean_k3"], "the no-cache control's")
+    assert judge_against_match(controlled, quiet, DEFAULT).verdict is Verdict.PASS
+    # ... and no match at all still judges against the control: 5x its noise fails.
+    quieter = dataclasses.replace(cc, stats={**cc.stats, "nocache_mean_k3": cc.stats["mean_k3"] / 5})
+    judged = judge_against_match(quieter, None, DEFAULT)
+    assert judged.verdict is Verdict.FAIL
+    assert "above 4x the no-cache control's" in judged.reasons[0]

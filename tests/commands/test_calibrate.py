@@ -73,3 +73,54 @@ def test_negative_reruns_are_a_setup_error(capsys: pytest.CaptureFixture[str]) -
 def test_hybrid_faults_are_not_in_the_tiny_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", "--faults", "conv-state-shift", "--model-preset", "tiny"]) == 3
     assert "conv-state-shift need the hybrid preset" in capsys.readouterr().err
+
+
+def test_grid_on_a_tiny_grid_has_no_false_alarm_and_finds_a_floor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two sizes on the tiny preset: at 8 new tokens decode_cache_hit cannot reuse a decoded page (pages of 16)
+    # and says so, at 16 it can; restore-stale-page is caught at the smallest size.
+    argv = ["calibrate", "--grid", "--model-preset", "tiny", "--grid-samples", "4", "--grid-new-tokens", "8,16"]
+    argv += ["--grid-prompt-tokens", "64", "--grid-shapes", "single", "--grid-cc", "small"]
+    rc = main([*argv, "--grid-numerics", "production", "--faults", "restore-stale-page"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "| decode_cache_hit | 2 | 1 | 1 | 0 |" in out
+    assert "| cache_consistency | 2 | 2 | 0 | 0 |" in out
+    assert "page_size 16" in out and "--max-new-tokens 15 or more" in out  # the inconclusive reason names the size
+    assert (
+        "| restore-stale-page | prefill_cache_hit | 4 × 8 new, prompts ~64, single, cc small (the grid's smallest"
+        in out
+    )
+    assert "false alarms: 0 FAIL verdicts in 2 clean runs" in out
+
+
+def test_grid_cells_parse_count_and_warn() -> None:
+    import dataclasses
+
+    from precisionbot.commands.calibrate_grid import CleanRun, cells, false_alarms, floor_warnings, parse_axes
+    from precisionbot.config import Config
+    from precisionbot.errors import ConfigError
+
+    axes = parse_axes({"samples": "8,4", "new_tokens": "128,32", "prompt_tokens": "200", "shapes": None, "cc": None})
+    grid = cells(axes)
+    assert len(grid) == 2 * 2 * 1 * 2 * 2
+    assert (grid[0].new_tokens, grid[0].samples, grid[0].shape, grid[0].cc) == (32, 4, "single", "small")
+    assert (grid[-1].new_tokens, grid[-1].samples, grid[-1].shape, grid[-1].cc) == (128, 8, "branch", "default")
+    with pytest.raises(ConfigError, match="--grid-shapes: unknown chat; use single, branch"):
+        parse_axes({"shapes": "chat"})
+    with pytest.raises(ConfigError, match="--grid-new-tokens '0'"):
+        parse_axes({"new_tokens": "0"})
+    runs = [
+        CleanRun(grid[0], "", {"match": ("pass", ""), "batch_invariance": ("pass", "")}, 1.0),
+        CleanRun(grid[0], "nondeterministic", {"match": ("fail", "x"), "batch_invariance": ("fail", "y")}, 1.0),
+    ]
+    counts = false_alarms(runs, {"nondeterministic": ("batch_invariance",)})
+    assert counts["match"] == {"pass": 1, "inconclusive": 0, "fail": 1, "allowed": 0}
+    assert counts["batch_invariance"] == {"pass": 1, "inconclusive": 0, "fail": 0, "allowed": 1}
+    suite = Config.default().suite("consistency")
+    assert floor_warnings(suite) == []  # 512 new tokens: above every floor
+    short = dataclasses.replace(suite, max_new_tokens=64)
+    (warning,) = floor_warnings(short)
+    assert "decode_cache_hit at 64 new tokens" in warning and "cache-decode-kv-rounded (256 new tokens" in warning
+    assert floor_warnings(dataclasses.replace(short, checks=("match",))) == []

@@ -357,3 +357,16 @@ def test_a_launch_the_engine_refused_quotes_its_log(
         "fix what the engine's log names (the model path, a directory in the engine's arguments: create it)"
     )
     assert "engine.launch" not in line.split("its log says:")[1]
+
+
+def test_a_suite_below_a_detection_floor_is_warned_about(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 64 new tokens with decode_cache_hit: below the size at which the builtin engine's
+    # cache-decode-kv-rounded was caught (docs/builtin-engine.md); the warning comes before any engine call.
+    with fake_sglang() as (url, _):
+        argv = ["--engine-url", url, "--samples", "3", "--max-new-tokens", "64", "--prompt-tokens", "12..20"]
+        code = _main([*argv, "--out", str(tmp_path / "loud")])
+        assert code == 0
+        _main(["--engine-url", url, *SMALL, "--out", str(tmp_path / "quiet")])
+    err = capsys.readouterr().err
+    assert err.count("precisionbot: warning: suite 'consistency': decode_cache_hit at 64 new tokens") == 1
+    assert "cache-decode-kv-rounded (256 new tokens" in err

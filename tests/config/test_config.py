@@ -76,7 +76,10 @@ def _error(data: Any) -> str:
     [
         ({"engin": {}}, "precision.yml: unknown key 'engin'; did you mean 'engine'?"),
         ({"engine": {"batchsize": 4}}, "unknown key 'engine.batchsize'; did you mean 'batch_size'?"),
-        ({"engine": {"kind": "tgi"}}, "key 'engine.kind' must be one of sglang, openai, builtin, llamacpp (got 'tgi')"),
+        (
+            {"engine": {"kind": "tgi"}},
+            "key 'engine.kind' must be one of sglang, openai, builtin, llamacpp, vllm (got 'tgi')",
+        ),
         ({"engine": {"batch_size": 0}}, "key 'engine.batch_size' must be a positive integer (got 0)"),
         ({"engine": {"concurrency": "many"}}, "key 'engine.concurrency' must be an integer"),
         ({"engine": {"request_timeout_s": -1}}, "key 'engine.request_timeout_s' must be > 0"),

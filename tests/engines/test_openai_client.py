@@ -11,7 +11,7 @@ from precisionbot.checks import run_suite
 from precisionbot.cli import main
 from precisionbot.config import Config
 from precisionbot.engines.base import GenerateRequest
-from precisionbot.engines.openai import CACHE_REASON, OpenAIEngine
+from precisionbot.engines.openai import CACHE_REASON, VLLM_REASON, OpenAIEngine
 from precisionbot.errors import EngineError
 from precisionbot.results import Verdict
 from tests.engines.fake_sglang import BOS, VOCAB, toy_logprobs
@@ -79,3 +79,11 @@ def test_no_usable_tokenizer_is_inconclusive_exit_2_either_way(
         code = main([*argv, "--prompt-tokens", "12", "--max-new-tokens", "2", "--quiet", "--out", str(tmp_path)])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_openai_kind_against_vllm_names_the_vllm_kind() -> None:
+    with fake_vllm("vllm") as url:
+        engine = OpenAIEngine(url)
+        assert engine.cache_unsupported_reason() == VLLM_REASON
+        engine.close()
+    assert "--engine-kind vllm" in VLLM_REASON

@@ -232,7 +232,7 @@ def test_a_flip_without_token_text_names_the_token_id() -> None:
     w = WorstPosition(2, 1018, 101, "", -5.19, -4.93, -0.26, 0.03, margin_ref=0.53, flip=True)
     c = CheckResult("golden", F, stats={"p99": 0.1}, worst=(w,))
     (finding,) = [d for d in diagnose([c]) if d.code == "systematic_flip"]
-    assert "(scored token id 101)" in finding.text
+    assert "(scored token id 101, gap 0.53 nats)" in finding.text
 
 
 @pytest.mark.parametrize("flips", [float("nan"), float("inf")])

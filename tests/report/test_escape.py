@@ -23,8 +23,8 @@ def _cell_as_seen(cell: str) -> tuple[list[str], str]:
     [
         ("a|b", "a|b"),
         (" Artificial", "·Artificial"),
-        ("line\nnext", "line␊next"),
-        ("\t", "␉"),
+        ("line\nnext", "line↵next"),
+        ("\t", "⇥"),
         ("\x07", "⟨07⟩"),
         ("\x00", "⟨00⟩"),
         ("\u202e", "⟨U+202E⟩"),

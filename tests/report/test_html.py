@@ -103,7 +103,7 @@ def test_the_comment_view_and_the_page_say_the_same() -> None:
     page = "".join(parse(render_html(sections)).text)
     for sentence in (
         "prefill_cache_hit diverged while match is clean",
-        "the top-1 token flips at sample 0, position 1541",
+        "prefill_cache_hit at sample 0, position 1541",
         "mean k3 0.081 ≥ kl_div 0.0025",
     ):
         assert sentence in page

@@ -84,9 +84,9 @@ def test_the_stored_diagnosis_is_used_when_there_are_no_checks() -> None:
 def test_previous_run_adds_a_column() -> None:
     text = render_comment(scenarios.golden_failure())
     (table, *_) = markdown.tables(text)
-    assert table.header[-2:] == ["vs baseline (p99)", "vs previous (p99)"]
+    assert table.header[-3:] == ["vs baseline (p99)", "vs previous (p99)", "Why"]
     golden = next(r for r in table.rows if r[0] == "golden")
-    assert golden[-1] == "pass → fail" and golden[-2] == "×55 ↑ (baseline 3.8e-05)"
+    assert golden[-2] == "pass → fail" and golden[-3] == "×55 ↑ (baseline 3.8e-05)"
 
 
 def test_a_huge_limit_changes_nothing_and_a_tiny_one_still_gives_a_valid_comment() -> None:
@@ -110,7 +110,7 @@ def test_environment_line_takes_the_baseline_from_the_golden_check() -> None:
     assert "model builtin-tiny" in text and "suite pr" in text
     assert "baseline abcdef0 from 2026-11-28" in text
     row = next(r for r in markdown.tables(text)[0].rows if r[0] == "golden")
-    assert row[-1] == "×2 ↑ (band 1e-05)"  # KL p99 against the noise band's
+    assert row[-2] == "×2 ↑ (band 1e-05)"  # KL p99 against the noise band's
 
 
 def test_every_template_ships_in_the_wheel() -> None:
@@ -136,4 +136,4 @@ def test_positions_without_any_difference_are_not_listed() -> None:
     run = scenarios.run([CheckResult("match", Verdict.PASS, stats={"max": 0.005}, worst=(same, diff))])
     text = render_summary([scenarios.ReportSection("x", run)])
     (worst,) = [t for t in markdown.tables(text) if "Token" in t.header]
-    assert [r[3] for r in worst.rows] == ["y"]
+    assert [r[worst.header.index("Token")] for r in worst.rows] == ["y"]

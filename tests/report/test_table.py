@@ -40,10 +40,8 @@ def test_golden_row_shows_kl_and_helpers_show_sglang_k3() -> None:
     table = _table([scenarios.clean("match"), _golden()])
     col = {h: i for i, h in enumerate(table.header)}
     rows = {r[0]: r for r in table.rows}
-    assert rows["golden"][col["Measure (nats)"]] == "KL"
-    assert [rows["golden"][col[k]] for k in ("Mean", "p99", "Max")] == ["0.00013", "0", "0.67"]
-    assert rows["golden"][col["k3 > 1e-2"]] == "–"  # a k3 fraction next to KL numbers would mix measures
-    assert rows["match"][col["Measure (nats)"]] == "k3"
+    assert rows["golden"][col["Mean · p99 · max (nats)"]] == "KL 0.00013 · 0 · 0.67"
+    assert rows["match"][col["Mean · p99 · max (nats)"]].startswith("k3 ")
 
 
 def test_no_comparison_anywhere_drops_the_vs_baseline_column() -> None:
@@ -64,8 +62,8 @@ def test_a_zero_band_is_said_as_agreement_and_not_compared_against() -> None:
 
 def test_a_comparison_cell_names_both_numbers() -> None:
     table = _table([_golden(kl_p99=0.0)], baseline_stats={"golden": {"kl_p99": 3e-5}})
-    assert table.header[-1] == "vs baseline (p99)"
-    assert table.rows[0][-1] == "0 (baseline 3e-05)"
+    assert table.header[-2] == "vs baseline (p99)"
+    assert table.rows[0][-2] == "0 (baseline 3e-05)"
 
 
 def test_decode_tail_is_the_last_depth_row() -> None:
@@ -85,7 +83,7 @@ def test_decode_tail_is_the_last_depth_row() -> None:
 def test_a_gap_compared_with_a_threshold_keeps_enough_digits() -> None:
     w = WorstPosition(4, 4096, 46, "", -0.889, -2.33, 1.44, 1.8, margin_ref=1.0437, flip=True)
     (finding,) = [d for d in diagnose([replace(_golden(), worst=(w,))]) if d.code == "systematic_flip"]
-    assert "top-2 gap of 1.04 nats" in finding.text
+    assert "gap 1.04 nats" in finding.text
 
 
 def test_a_text_less_token_borrows_the_text_of_the_same_id_elsewhere() -> None:
@@ -96,10 +94,10 @@ def test_a_text_less_token_borrows_the_text_of_the_same_id_elsewhere() -> None:
     golden = replace(_golden(), worst=(blank, unknown))
     text = render_comment([scenarios.ReportSection("x", scenarios.run([helper, golden], baseline=None))])
     worst = next(t for t in markdown.tables(text) if "Token" in t.header)
-    tokens = {(r[0], r[2]): r[3] for r in worst.rows}
-    assert tokens[("golden", "4,096")] == ". (id 46)"
-    assert tokens[("golden", "4,097")] == "id 99 (no text: test took another token)"
-    assert "(scored token “.”)" in text
+    tokens = {(r[0], r[1]): r[2] for r in worst.rows}
+    assert tokens[("golden", "4 · 4,096")] == ". (id 46)"
+    assert tokens[("golden", "5 · 4,097")] == "id 99 (no text: test took another token)"
+    assert "(scored token “.”, gap 1.04 nats)" in text
 
 
 def test_the_legend_explains_the_jargon() -> None:

@@ -117,6 +117,18 @@ def test_a_cache_helper_less_exact_than_match_is_caught() -> None:
     assert "stats.median_sample_mean_k3" in verified.checks[1].reasons[0]
 
 
+def test_cache_consistency_is_held_to_its_own_no_cache_control_too() -> None:
+    match = check(stats=stats(mean_k3=1e-6))
+    # Restarts are noisier than match without any cache: the control measured it, so 2e-5 is honest ...
+    honest = check("cache_consistency", stats=stats(mean_k3=2e-5, nocache_mean_k3=2e-5))
+    assert verify_run(run_of(match, honest), TRUSTED).checks[1].verdict is Verdict.PASS
+    # ... but a claimed PASS far above both is not, and neither is one that drops the control.
+    for forged in (stats(mean_k3=2e-4, nocache_mean_k3=2e-5), stats(mean_k3=2e-5)):
+        verified = verify_run(run_of(match, check("cache_consistency", stats=forged)), TRUSTED)
+        assert verified.checks[1].verdict is Verdict.INCONCLUSIVE
+        assert "stats.mean_k3" in verified.checks[1].reasons[0]
+
+
 def test_claimed_fail_and_inconclusive_are_kept() -> None:
     for verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
         c = check(verdict=verdict, stats=stats())

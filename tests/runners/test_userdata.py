@@ -30,7 +30,9 @@ def _stub(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
-def _run(tmp_path: Path, script: str, tarball: Path | None = None, sudo_rules: str = "") -> list[str]:
+def _run(
+    tmp_path: Path, script: str, tarball: Path | None = None, sudo_rules: str = "", instance_type: str = ""
+) -> list[str]:
     """Run the script with shutdown/sudo/curl/... replaced by stubs that append what they were asked to do
     to a log, so the test sees the order of events without touching the machine."""
     bin_dir = tmp_path / "bin"
@@ -54,6 +56,9 @@ def _run(tmp_path: Path, script: str, tarball: Path | None = None, sudo_rules: s
     _stub(
         bin_dir,
         "curl",
+        # The instance metadata service (IMDSv2): a token, then the instance type; not an event of the job.
+        'case "$*" in *169.254.169.254/latest/api/token*) echo tok; exit 0 ;; '
+        '*169.254.169.254/latest/meta-data/instance-type*) printf "%s" "$ITYPE"; exit 0 ;; esac; '
         'echo "curl ${@: -1}" >> "$EVENTS"; while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done; '
         f'cp {tarball or "/nonexistent"} "$out"',
     )
@@ -64,6 +69,7 @@ def _run(tmp_path: Path, script: str, tarball: Path | None = None, sudo_rules: s
         "EVENTS": str(log),
         "HOME": str(tmp_path),
         "SUDO_RULES": sudo_rules,
+        "ITYPE": instance_type,
     }
     subprocess.run(["bash", str(path)], env=env, cwd=tmp_path, timeout=30, check=False, capture_output=True)
     return log.read_text().splitlines() if log.exists() else []
@@ -385,3 +391,22 @@ def test_the_killdemo_fails_against_the_runner_folder_as_the_user_data_leaves_it
         assert all(target.read_text() == "original\n" for target in files.values())
     finally:
         shutil.rmtree(base)
+
+
+@pytest.mark.parametrize(("reported", "passed"), [("g6e.xlarge", "g6e.xlarge"), ("p5.48xlarge;rm -rf /", None)])
+def test_the_pr_steps_learn_the_instance_type(tmp_path: Path, reported: str, passed: str | None) -> None:
+    """The check reads PRECISIONBOT_INSTANCE_TYPE for the comment's GPU minutes and price: the user data reads it
+    from the instance metadata, and pr.sh passes it (a plain type only) with the rest of the clean environment."""
+    from precisionbot.commands.check import INSTANCE_TYPE_ENV
+
+    runner_dir = tmp_path / "actions-runner"
+    runner_dir.mkdir()
+    _extract(_runner_tarball(tmp_path), runner_dir)
+    spec = local_spec(tmp_path, runner_dir=str(runner_dir))
+    _run(tmp_path, render_user_data(spec, JIT), instance_type=reported)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    result = _pr_sh(tmp_path / "hooks", workspace, "run", "--", "env")
+    assert result.returncode == 0, result.stderr
+    found = [line for line in result.stdout.splitlines() if line.startswith(INSTANCE_TYPE_ENV)]
+    assert found == ([f"{INSTANCE_TYPE_ENV}={passed}"] if passed else [])
