@@ -280,8 +280,12 @@ def _row_texts(texts: Sequence[str], c: Comparison, candidate: GoldenRecord) -> 
     """Token text per compared row; blank where the candidate generated another token (a decode divergence)."""
     if not texts:
         return None
-    same = candidate.token_id[c.test_row] == c.token_id
-    return [texts[int(r)] if ok and int(r) < len(texts) else "" for r, ok in zip(c.test_row, same, strict=True)]
+    rows = np.asarray(c.test_row, dtype=np.int64)
+    ok = (candidate.token_id[rows] == c.token_id) & (rows < len(texts))
+    out = np.full(rows.size, "", dtype=object)
+    out[ok] = np.asarray(texts, dtype=object)[rows[ok]]
+    result: list[str] = out.tolist()
+    return result
 
 
 def golden_target(

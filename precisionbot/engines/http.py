@@ -7,15 +7,19 @@ engine refuses it: retrying cannot help) and never a timeout (a hang would only 
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
+from precisionbot.engines import jsoncodec
 from precisionbot.errors import EngineError, EngineStalled
 
 RETRY_STATUS = frozenset({503})
+_JSON_HEADERS = {"Content-Type": "application/json"}
+NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
 def error_message(response: httpx.Response) -> str:
@@ -53,6 +57,10 @@ class HttpClient:
         self.busy_s = 0.0
         """Sum of the wall time of every HTTP exchange (a benchmark figure; overlapping calls add up)."""
         limits = httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size)
+        if transport is None:
+            # httpcore writes a request's headers and body separately: with Nagle's algorithm on, the body
+            # waits for the ACK of the headers, which the engine's TCP stack may delay by up to 40 ms.
+            transport = httpx.HTTPTransport(limits=limits, socket_options=NO_DELAY, trust_env=False)
         self._client = httpx.Client(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
@@ -83,13 +91,19 @@ class HttpClient:
         """
         attempts = self.retries + 1 if retry else 1
         last = ""
+        body = None if json is None else jsoncodec.encode(json)
+        headers = None if json is None else _JSON_HEADERS
         for attempt in range(attempts):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
             t0 = time.perf_counter()
             try:
                 response = self._client.request(
-                    method, path, json=json, timeout=self.timeout_s if timeout_s is None else timeout_s
+                    method,
+                    path,
+                    content=body,
+                    headers=headers,
+                    timeout=self.timeout_s if timeout_s is None else timeout_s,
                 )
             except httpx.TimeoutException as exc:
                 limit = self.timeout_s if timeout_s is None else timeout_s
@@ -112,14 +126,17 @@ class HttpClient:
             f"{what}: {self.base_url}{path} failed after {attempts} attempt(s) ({last}); is the engine running?"
         )
 
-    def json_call(self, method: str, path: str, *, json: Any = None, what: str, timeout_s: float | None = None) -> Any:
-        """A call that must answer 200 with JSON."""
+    def content_call(
+        self, method: str, path: str, *, json: Any = None, what: str, timeout_s: float | None = None
+    ) -> bytes:
+        """A call that must answer 200; its body's bytes (for a parser that reads them directly)."""
         response = self.request(method, path, json=json, what=what, timeout_s=timeout_s)
         if response.status_code != 200:
             raise EngineError(f"{what}: {path} answered HTTP {response.status_code}: {error_message(response)}")
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise EngineError(f"{what}: {path} answered invalid JSON ({response.text[:80]!r})") from exc
-        except RecursionError:
-            raise EngineError(f"{what}: {path} answered JSON nested too deeply to be an engine answer") from None
+        return response.content
+
+    def json_call(self, method: str, path: str, *, json: Any = None, what: str, timeout_s: float | None = None) -> Any:
+        """A call that must answer 200 with JSON."""
+        content = self.content_call(method, path, json=json, what=what, timeout_s=timeout_s)
+        with jsoncodec.gc_paused():
+            return jsoncodec.decode(content, f"{what}: {path}")

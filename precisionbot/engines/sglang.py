@@ -8,16 +8,20 @@ is a list in request order; ``/flush_cache`` answers 400 while requests are runn
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import httpx
 
+from precisionbot.engines import jsoncodec
 from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo
 from precisionbot.engines.http import HttpClient, error_message
-from precisionbot.engines.sglang_parse import parse_batch
+from precisionbot.engines.sglang_parse import decode_answer, parse_batch_bytes, parse_token_ids
 from precisionbot.errors import EngineError
+
+T = TypeVar("T")
 
 
 def generate_body(requests: Sequence[GenerateRequest]) -> dict[str, Any]:
@@ -79,24 +83,29 @@ class SGLangEngine:
     # --- generation ---
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Generation]:
-        if not requests:
-            return []
-        starts = list(range(0, len(requests), self.batch_size))
-        if len(starts) == 1 or self.concurrency == 1:
-            out: list[Generation] = []
-            for s in starts:
-                out.extend(self._batch(requests[s : s + self.batch_size], s))
-                if progress is not None:
-                    progress(min(self.batch_size, len(requests) - s))
+        starts = range(0, len(requests), self.batch_size)
+        batches = self._concurrently(
+            [partial(self._batch, requests[s : s + self.batch_size], s) for s in starts],
+            None if progress is None else lambda batch: progress(len(batch)),
+        )
+        return [g for batch in batches for g in batch]
+
+    def _concurrently(self, calls: Sequence[Callable[[], T]], done: Callable[[T], None] | None = None) -> list[T]:
+        """Results in call order, up to ``concurrency`` calls in flight (so the engine batches them); the first
+        error cancels what has not started and is raised."""
+        if len(calls) <= 1 or self.concurrency == 1:
+            out = []
+            for call in calls:
+                out.append(call())
+                if done is not None:
+                    done(out[-1])
             return out
-        results: list[list[Generation] | None] = [None] * len(starts)
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(starts))) as pool:
-            pending: dict[Future[list[Generation]], int] = {
-                pool.submit(self._batch, requests[s : s + self.batch_size], s): i for i, s in enumerate(starts)
-            }
+        results: dict[int, T] = {}
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(calls))) as pool:
+            pending: dict[Future[T], int] = {pool.submit(call): i for i, call in enumerate(calls)}
             while pending:
-                done, _ = wait(pending, return_when=FIRST_EXCEPTION)
-                for fut in done:
+                finished, _ = wait(pending, return_when=FIRST_EXCEPTION)
+                for fut in finished:
                     i = pending.pop(fut)
                     exc = fut.exception()
                     if exc is not None:
@@ -104,14 +113,14 @@ class SGLangEngine:
                             other.cancel()
                         raise exc
                     results[i] = fut.result()
-                    if progress is not None:
-                        progress(len(results[i] or ()))
-        return [g for batch in results for g in (batch or ())]
+                    if done is not None:
+                        done(results[i])
+        return [results[i] for i in range(len(calls))]
 
     def _batch(self, chunk: Sequence[GenerateRequest], first_index: int) -> list[Generation]:
         what = f"/generate for requests {first_index}..{first_index + len(chunk) - 1}"
-        answer = self.http.json_call("POST", "/generate", json=generate_body(chunk), what=what)
-        gens = parse_batch(answer, chunk, first_index)
+        content = self.http.content_call("POST", "/generate", json=generate_body(chunk), what=what)
+        gens = parse_batch_bytes(content, chunk, first_index, f"{what}: /generate")
         latencies = [g.e2e_latency_s for g in gens if g.e2e_latency_s is not None]
         # Accumulated from worker threads: float += under the GIL is not atomic in theory, but these are
         # diagnostics for the benchmark, not results.
@@ -121,43 +130,25 @@ class SGLangEngine:
     def tokenize(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
         """The engine's own tokenisation: a pure prefill of each text with input logprobs from position 0.
 
-        This fills the prefix cache; every helper flushes before it generates.
+        This fills the prefix cache; every helper flushes before it generates. Batches go concurrently.
         """
-        out: list[tuple[int, ...]] = []
-        for start in range(0, len(texts), self.batch_size):
-            chunk = list(texts[start : start + self.batch_size])
-            body = {
-                "text": chunk,
-                "sampling_params": [{"temperature": 0.0, "max_new_tokens": 0} for _ in chunk],
-                "return_logprob": True,
-                "logprob_start_len": 0,
-            }
-            answer = self.http.json_call("POST", "/generate", json=body, what="/generate (tokenize corpus text)")
-            latencies = (
-                [
-                    a["meta_info"].get("e2e_latency")
-                    for a in answer
-                    if isinstance(a, dict) and isinstance(a.get("meta_info"), dict)
-                ]
-                if isinstance(answer, list)
-                else []
-            )
-            self.engine_time_s += max((x for x in latencies if isinstance(x, (int, float))), default=0.0)
-            if not isinstance(answer, list) or len(answer) != len(chunk):
-                raise EngineError("tokenize: /generate did not answer one result per text")
-            for i, item in enumerate(answer):
-                meta = item.get("meta_info") if isinstance(item, dict) else None
-                entries = meta.get("input_token_logprobs") if isinstance(meta, dict) else None
-                if not isinstance(entries, list) or not entries:
-                    raise EngineError(f"tokenize: answer {start + i} has no meta_info.input_token_logprobs")
-                try:
-                    ids = tuple(int(e[1]) for e in entries)
-                except (TypeError, ValueError, IndexError) as exc:
-                    raise EngineError(f"tokenize: answer {start + i} has malformed input_token_logprobs") from exc
-                if meta is not None and meta.get("prompt_tokens") not in (None, len(ids)):
-                    raise EngineError(f"tokenize: answer {start + i}: prompt_tokens disagrees with the token list")
-                out.append(ids)
-        return out
+        starts = range(0, len(texts), self.batch_size)
+        batches = self._concurrently([partial(self._tokenize_batch, texts[s : s + self.batch_size], s) for s in starts])
+        return [ids for batch in batches for ids in batch]
+
+    def _tokenize_batch(self, chunk: Sequence[str], first_index: int) -> list[tuple[int, ...]]:
+        body = {
+            "text": list(chunk),
+            "sampling_params": [{"temperature": 0.0, "max_new_tokens": 0} for _ in chunk],
+            "return_logprob": True,
+            "logprob_start_len": 0,
+        }
+        what = "/generate (tokenize corpus text)"
+        content = self.http.content_call("POST", "/generate", json=body, what=what)
+        with jsoncodec.gc_paused():
+            ids, latency = parse_token_ids(decode_answer(content, what, texts=False), len(chunk), first_index)
+        self.engine_time_s += latency
+        return ids
 
     # --- cache and info ---
 

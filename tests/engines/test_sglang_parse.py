@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import copy
+import gc
+import json
 from typing import Any
 
+import numpy as np
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from precisionbot.engines.base import GenerateRequest
-from precisionbot.engines.sglang_parse import parse_batch, parse_generation
+from precisionbot.engines.base import GenerateRequest, Generation
+from precisionbot.engines.sglang_parse import (
+    decode_answer,
+    parse_batch,
+    parse_batch_bytes,
+    parse_generation,
+    parse_token_ids,
+)
 from precisionbot.errors import EngineError
 from tests.engines.fake_sglang import Behaviour, FakeState
 
@@ -79,3 +89,115 @@ def test_batch_shape() -> None:
     with pytest.raises(EngineError, match="expected a JSON list of 2 results, got str"):
         parse_batch("oops", [REQUEST, REQUEST], 0)
     assert len(parse_batch(_valid(), [REQUEST], 0)) == 1  # a lone answer for a batch of one
+
+
+# --- the bytes path (parse_batch_bytes): typed decoding must accept and refuse exactly what the object path does ---
+
+TEXT_REQUEST = GenerateRequest(
+    (1, 5, 9, 13, 17, 21), max_new_tokens=4, logprob_start_len=0, top_logprobs_num=2, return_text=True
+)
+
+
+def _answer(request: GenerateRequest) -> dict[str, Any]:
+    sp = {"max_new_tokens": request.max_new_tokens}
+    start, top = request.logprob_start_len, request.top_logprobs_num
+    return FakeState(Behaviour()).one(list(request.input_ids), sp, start, top, request.return_text)
+
+
+def _same(a: Generation, b: Generation) -> None:
+    assert a.output_ids == b.output_ids and a.input_token_text == b.input_token_text
+    assert a.output_token_text == b.output_token_text and a.cached_tokens == b.cached_tokens
+    for name in ("input_token_ids", "input_logprobs", "output_logprobs"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), name
+    for name in ("input_top", "output_top"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None)
+        if x is not None:
+            assert np.array_equal(x.ids, y.ids) and np.array_equal(x.logprobs, y.logprobs, equal_nan=True)
+
+
+@pytest.mark.parametrize("request_", [REQUEST, TEXT_REQUEST, GenerateRequest((3, 4, 5), max_new_tokens=3)])
+def test_bytes_path_reads_what_the_object_path_reads(request_: GenerateRequest) -> None:
+    answer = _answer(request_)
+    (from_bytes,) = parse_batch_bytes(orjson.dumps([answer]), [request_], 0, "test")
+    _same(from_bytes, parse_generation(answer, request_, 0))
+    assert np.isnan(from_bytes.input_logprobs[0]) if request_.logprob_start_len == 0 else True
+
+
+def test_bytes_path_sorts_unsorted_top_rows_like_the_object_path() -> None:
+    answer = _answer(REQUEST)
+    for row in answer["meta_info"]["output_top_logprobs"]:
+        row.reverse()
+    (from_bytes,) = parse_batch_bytes(orjson.dumps([answer]), [REQUEST], 0, "test")
+    _same(from_bytes, parse_generation(answer, REQUEST, 0))
+    assert from_bytes.output_top is not None and (np.diff(from_bytes.output_top.logprobs, axis=1) <= 0).all()
+
+
+def _message(fn: Any) -> str:
+    with pytest.raises(EngineError) as info:
+        fn()
+    return str(info.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    field=st.sampled_from(FIELDS),
+    row=st.integers(1, 3),
+    how=st.sampled_from(["drop", "dup", "value", "id", "entry"]),
+    bad=st.sampled_from(BAD_VALUES),
+)
+def test_any_single_corruption_gives_the_same_error_from_bytes(field: str, row: int, how: str, bad: Any) -> None:
+    answer = copy.deepcopy(_valid())
+    rows = answer["meta_info"][field]
+    top = "top" in field
+    if how == "drop":
+        del rows[row]
+    elif how == "dup":
+        rows.insert(row, copy.deepcopy(rows[row]))
+    elif how == "value":
+        (rows[row][0] if top else rows[row])[0] = bad
+    elif how == "id":
+        (rows[row][0] if top else rows[row])[1] = -3 if bad is None else bad
+    else:
+        rows[row] = bad
+    content = json.dumps([answer]).encode()  # NaN and Infinity as Python writes them
+    from_bytes = _message(lambda: parse_batch_bytes(content, [REQUEST], 7, "test"))
+    assert from_bytes == _message(lambda: parse_batch([answer], [REQUEST], 7))
+    assert "request 7: " in from_bytes
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"not json", "test answered invalid JSON"),
+        (b'{"meta_info": 5}', "request 0: meta_info is missing"),
+        (b"[1, 2]", "the batch answer has 2 results for 1 prompts"),
+        (b"[[1]]", "request 0: answer is not a JSON object (got list)"),
+    ],
+)
+def test_bytes_that_are_not_an_answer(content: bytes, message: str) -> None:
+    assert message in _message(lambda: parse_batch_bytes(content, [REQUEST], 0, "test"))
+
+
+def test_garbage_collector_is_restored_after_reading_even_on_error() -> None:
+    assert gc.isenabled()
+    parse_batch_bytes(orjson.dumps([_valid()]), [REQUEST], 0, "test")
+    _message(lambda: parse_batch_bytes(b"[1, 2]", [REQUEST], 0, "test"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        parse_batch_bytes(orjson.dumps([_valid()]), [REQUEST], 0, "test")
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
+
+
+def test_token_ids_from_bytes_and_from_objects() -> None:
+    answer = [_answer(GenerateRequest((7, 8, 9), max_new_tokens=0, logprob_start_len=0))]
+    typed = decode_answer(orjson.dumps(answer), "test")
+    assert parse_token_ids(typed, 1, 0) == parse_token_ids(answer, 1, 0) == ([(7, 8, 9)], 0.001)
+    del answer[0]["meta_info"]["input_token_logprobs"]
+    assert "answer 4 has no meta_info.input_token_logprobs" in _message(
+        lambda: parse_token_ids(decode_answer(orjson.dumps(answer), "test"), 1, 4)
+    )
