@@ -26,7 +26,7 @@ EXIT_SETUP_ERROR = 3
 
 COMMANDS = (
     "serve", "check", "localize", "baseline", "report", "demo", "github", "runner", "calibrate", "thresholds",
-    "bisect",
+    "bisect", "config",
 )  # fmt: skip
 """Subcommand modules under ``precisionbot.commands``, in ``--help`` order."""
 

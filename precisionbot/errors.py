@@ -31,6 +31,11 @@ class EngineError(PrecisionbotError):
     """The engine under test answered badly (HTTP error, timeout, malformed or invalid answer)."""
 
 
+class EngineStalled(EngineError):
+    """The engine did not answer a request within ``engine.request_timeout_s``: later requests would wait as
+    long again, so a run stops asking it (the remaining checks are INCONCLUSIVE at once)."""
+
+
 class EngineStartError(EngineError):
     """The launcher could not start an engine; the message ends with the tail of its log."""
 

@@ -17,6 +17,7 @@ def test_every_contract_command_is_registered() -> None:
     documented = {
         "serve", "check", "localize", "baseline", "report", "demo", "github", "runner", "calibrate", "thresholds",
         "bisect",
+        "config",
     }  # fmt: skip
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert set(sub.choices) == documented  # type: ignore[arg-type]

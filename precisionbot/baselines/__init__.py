@@ -13,6 +13,7 @@ from precisionbot.baselines.catalog import (
     load_arrays,
     load_golden,
     nearest_other_signature,
+    newest_run,
     select_baseline,
     write_run,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "load_golden",
     "nearest_other_signature",
     "new_run_id",
+    "newest_run",
     "normalize_engine_args",
     "now_utc",
     "open_store",

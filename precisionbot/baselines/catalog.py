@@ -95,6 +95,15 @@ def nearest_other_signature(store: Store, model: str, signature: str) -> RunMeta
     return None
 
 
+def newest_run(store: Store) -> RunMeta | None:
+    """The newest good run of any model (to say what the store holds when a model has no baseline at all)."""
+    for key in _newest_first(_meta_keys(store, "")):
+        meta = decode_meta(store.get_bytes(key), key)
+        if meta.label != "failed":
+            return meta
+    return None
+
+
 def find_run(store: Store, run_id: str) -> RunMeta:
     """A run by id (or a unique prefix of it, or its key prefix)."""
     wanted = run_id.strip("/").split("/")[-1] if "/" in run_id else run_id

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -168,11 +168,23 @@ def plan_from_record(record: GoldenRecord, decode_steps: int) -> GoldenPlan:
     return GoldenPlan(docs, record.top_k, decode_steps)
 
 
-def produce(engine: Engine, plan: GoldenPlan, texts: list[str] | None = None) -> GoldenRecord:
+class RequestProgress(Protocol):
+    """Told the number of requests first (``start``), then each batch of finished ones (``__call__``)."""
+
+    def start(self, total: int) -> None: ...
+
+    def __call__(self, n: int) -> None: ...
+
+
+def produce(
+    engine: Engine, plan: GoldenPlan, texts: list[str] | None = None, progress: RequestProgress | None = None
+) -> GoldenRecord:
     """Run the plan's prefill and decode requests; one row per scored position. With ``texts`` (a list to
     fill), the engine is asked for token text and ``texts`` receives one string per row (for reports)."""
     want_text = texts is not None
     k = plan.top_k
+    if progress is not None:
+        progress.start(len(plan.docs) * (2 if plan.decode_steps > 0 else 1))
     engine.flush_cache()
     prefill = engine.generate(
         [
@@ -180,7 +192,8 @@ def produce(engine: Engine, plan: GoldenPlan, texts: list[str] | None = None) ->
                 d.input_ids, max_new_tokens=0, logprob_start_len=0, top_logprobs_num=k, return_text=want_text
             )
             for d in plan.docs
-        ]
+        ],
+        progress=progress,
     )
     samples: list[GoldenSample] = []
     parts: list[Mapping[str, Any]] = []
@@ -209,7 +222,8 @@ def produce(engine: Engine, plan: GoldenPlan, texts: list[str] | None = None) ->
                     d.input_ids, max_new_tokens=plan.decode_steps, top_logprobs_num=k, return_text=want_text
                 )
                 for d in plan.docs
-            ]
+            ],
+            progress=progress,
         )
         for i, (d, g) in enumerate(zip(plan.docs, decode, strict=True)):
             if g.output_top is None:

@@ -50,6 +50,8 @@ class CheckContext:
     store: Store | None = None
     """The baseline store (golden baselines, main's helper reruns), opened by the command; None: no store."""
     progress: ProgressSink = field(default_factory=NullProgress)
+    record_hint: str | None = None
+    """The ``baseline record`` flags that reach this engine with this config and suite (for "no baseline")."""
     _documents: list[corpus.Document] | None = None
     _prompts: list[tuple[int, ...]] | None = None
     _separator: tuple[int, ...] | None = None

@@ -24,6 +24,7 @@ from precisionbot.baselines import (
     load_golden,
     nearest_other_signature,
     new_run_id,
+    newest_run,
     now_utc,
     select_baseline,
     write_run,
@@ -36,6 +37,7 @@ from precisionbot.baselines.helper_reruns import ARRAYS as HELPER_ARRAYS
 from precisionbot.baselines.helper_reruns import HelperRuns
 from precisionbot.baselines.host import gather_fingerprint
 from precisionbot.baselines.produce import (
+    RequestProgress,
     choose_documents,
     corpus_hash,
     golden_signature,
@@ -97,12 +99,14 @@ def record_golden(
     helpers: HelperRuns | None = None,
     fingerprint: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    progress: RequestProgress | None = None,
 ) -> RunMeta:
     """Run the golden corpus and store it as a new run record (never overwrites anything), with ``helpers``
     (main's helper reruns) in the same record when given. ``fingerprint`` defaults to this host's and the
-    engine's (``gather_fingerprint``); ``extra`` adds JSON keys to the meta (an acceptance's audit record)."""
+    engine's (``gather_fingerprint``); ``extra`` adds JSON keys to the meta (an acceptance's audit record);
+    ``progress`` hears of each finished request."""
     signature = target.signature()
-    record = produce(target.engine, plan_from_corpus(target.engine, target.chosen(), target.options))
+    record = produce(target.engine, plan_from_corpus(target.engine, target.chosen(), target.options), progress=progress)
     margins = record.top_lp[:, 0].astype(np.float64) - record.top_lp[:, 1]
     when = now_utc()
     meta = RunMeta(
@@ -146,9 +150,12 @@ def band_of(records: Sequence[GoldenRecord]) -> tuple[NoiseBand | None, float]:
     return noise_band([c.pair() for c in comparisons]), float(np.max(finite)) if finite.size else 0.0
 
 
-def _no_baseline(target: GoldenTarget, store: Store, signature: Signature) -> CheckOutput:
+def _no_baseline(target: GoldenTarget, store: Store, signature: Signature, record_hint: str | None) -> CheckOutput:
+    # The engine's URL only when nothing better is known: a launched or builtin engine's port is dead by the
+    # time anyone reads this, and a command without the run's --config/--suite records another signature.
+    flags = record_hint or f"--engine-url {target.engine.url}"
     how = (
-        f"record one with `precisionbot baseline record --engine-url {target.engine.url} --store {store.uri}` "
+        f"record one with `precisionbot baseline record {flags} --store {store.uri}` "
         "(or `/precision baseline` on the default branch)"
     )
     reason = f"no golden baseline for model {target.model!r} with signature {signature.digest} in {store.uri}; {how}"
@@ -160,6 +167,18 @@ def _no_baseline(target: GoldenTarget, store: Store, signature: Signature) -> Ch
             f"the newest baseline of {target.model!r} ({other.run_id}) has signature {other.signature}; "
             f"differs in {'; '.join(diff)}"
         )
+    else:
+        newest = newest_run(store)
+        if newest is None:
+            reasons.append(f"the store {store.uri} holds no baseline yet")
+        else:
+            diff = describe_mismatch(signature.parts, newest.signature_parts)
+            reasons.append(
+                f"the store's baselines are of other models; the newest ({newest.run_id}) is of model "
+                f"{newest.model!r} and differs in {'; '.join(diff) or 'the model name only'} (without a "
+                "`models:` entry a run is filed under the server's model path: name the model in the config "
+                "to file its variants together)"
+            )
     stats: dict[str, Any] = {"signature_parts": dict(signature.parts)}
     result = CheckResult(
         name=NAME,
@@ -171,12 +190,15 @@ def _no_baseline(target: GoldenTarget, store: Store, signature: Signature) -> Ch
     return CheckOutput(result)
 
 
-def compare_golden(target: GoldenTarget, store: Store, thresholds: GoldenThresholds) -> CheckOutput:
-    """Run the candidate on the baseline's exact prompts and judge it against the baseline and its band."""
+def compare_golden(
+    target: GoldenTarget, store: Store, thresholds: GoldenThresholds, record_hint: str | None = None
+) -> CheckOutput:
+    """Run the candidate on the baseline's exact prompts and judge it against the baseline and its band.
+    ``record_hint``: the ``baseline record`` flags that reach this engine, config and suite again."""
     signature = target.signature()
     baseline = select_baseline(store, target.model, signature.digest)
     if baseline is None:
-        return _no_baseline(target, store, signature)
+        return _no_baseline(target, store, signature, record_hint)
     producers = band_runs(store, baseline)
     records = [load_golden(store, m) for m in producers]
     ref = records[0]
@@ -301,4 +323,4 @@ def check_golden(ctx: CheckContext) -> CheckOutput:
                 reasons=("no baseline store was given: pass --store URI or set baselines.store in the config",),
             )
         )
-    return compare_golden(target_from_context(ctx), ctx.store, ctx.thresholds.golden)
+    return compare_golden(target_from_context(ctx), ctx.store, ctx.thresholds.golden, ctx.record_hint)

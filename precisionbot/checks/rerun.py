@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from precisionbot.baselines.helper_reruns import HelperRuns, helper_params
+from precisionbot.checks.context import ProgressSink
 from precisionbot.checks.suite import run_suite
 from precisionbot.config import Config, ModelConfig, SuiteConfig
 from precisionbot.engines.base import Engine
@@ -23,6 +24,7 @@ def rerun_helpers(
     reruns: int,
     *,
     on_rerun: Callable[[int, RunResult], Any] | None = None,
+    progress: ProgressSink | None = None,
 ) -> HelperRuns:
     """Run the suite's consistency helpers (all three when it has none) ``reruns`` times; the noise rule is
     off for these runs (they *are* main)."""
@@ -30,7 +32,7 @@ def rerun_helpers(
     plain_config = dataclasses.replace(config, baselines=dataclasses.replace(config.baselines, vs_main=False))
     results = []
     for i in range(reruns):
-        result = run_suite(engine, plain_config, suite, checks=names, model=model).result
+        result = run_suite(engine, plain_config, suite, checks=names, model=model, progress=progress).result
         results.append(result)
         if on_rerun is not None:
             on_rerun(i, result)

@@ -64,7 +64,8 @@ def judge_k3(stats: dict[str, Any], limits: ThresholdSet) -> tuple[Verdict, tupl
         fails.append(f"{stats['nonfinite']} position(s) have a non-finite k3 (an infinite logprob difference)")
     mean = stats["mean_k3"]
     if not mean < limits.kl_div:
-        fails.append(f"mean_k3 {_fmt(mean)} is not below kl_div {_fmt(limits.kl_div)} (SGLang's threshold)")
+        limit = f"{limits.kl_div_key} {_fmt(limits.kl_div)}"
+        fails.append(f"mean_k3 {_fmt(mean)} is not below {limit} (SGLang's threshold)")
     frac = stats["frac_over"][metrics.threshold_key(limits.token_k3)]
     if frac > limits.max_frac_over:
         fails.append(
@@ -76,7 +77,7 @@ def judge_k3(stats: dict[str, Any], limits: ThresholdSet) -> tuple[Verdict, tupl
     if fails:
         return Verdict.FAIL, tuple(fails)
     return Verdict.PASS, (
-        f"mean_k3 {_fmt(mean)} < kl_div {_fmt(limits.kl_div)}; max k3 {_fmt(stats['max'])}; "
+        f"mean_k3 {_fmt(mean)} < {limits.kl_div_key} {_fmt(limits.kl_div)}; max k3 {_fmt(stats['max'])}; "
         f"{_fmt(100 * frac)} % of positions over {_fmt(limits.token_k3)}",
     )
 

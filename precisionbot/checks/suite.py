@@ -17,7 +17,7 @@ from precisionbot.checks.score import CheckOutput, judge_against_match
 from precisionbot.checks.window_step import judge_window_step
 from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
-from precisionbot.errors import EngineError
+from precisionbot.errors import EngineError, EngineStalled
 from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult
 from precisionbot.results.cost import run_cost
 from precisionbot.results.run import JUDGED_AGAINST_MATCH
@@ -38,6 +38,9 @@ def run_one(ctx: CheckContext, name: str) -> CheckOutput:
         return CheckOutput(CheckResult.inconclusive(name, f"the {name!r} check is not available in this build"))
     try:
         return spec.run(ctx)
+    except EngineStalled as exc:
+        result = CheckResult.inconclusive(name, f"could not run: the engine stalled: {exc}")
+        return CheckOutput(dataclasses.replace(result, extra={**result.extra, "stalled": True}))
     except EngineError as exc:
         return CheckOutput(CheckResult.inconclusive(name, f"could not run: {exc}"))
 
@@ -98,6 +101,7 @@ def run_suite(
     store: Store | None = None,
     progress: ProgressSink | None = None,
     engine_info: EngineInfo | None = None,
+    record_hint: str | None = None,
     instance_type: str | None = None,
 ) -> CheckRun:
     """Run ``checks`` (default: the suite's) in order and collect results and arrays. ``instance_type``: the
@@ -107,7 +111,8 @@ def run_suite(
         None if model is None else model.name, None if model is None else model.tp, profile
     )
     if suite.kl_div is not None and profile == "default":
-        thresholds = dataclasses.replace(thresholds, kl_div=suite.kl_div)  # the suite's own (a kit's threshold)
+        # the suite's own (a kit's threshold), named by its key in reasons
+        thresholds = dataclasses.replace(thresholds, kl_div=suite.kl_div, kl_div_key=f"suites.{suite.name}.kl_div")
     ctx = CheckContext(
         engine=engine,
         config=config,
@@ -117,11 +122,21 @@ def run_suite(
         model=model,
         store=store,
         progress=progress or NullProgress(),
+        record_hint=record_hint,
     )
     names = tuple(checks or suite.checks)
     ctx.progress.start(planned_units(ctx, names))
     t0 = time.perf_counter()
-    outputs = apply_vs_main(ctx, relate_to_match([run_one(ctx, name) for name in names], ctx.thresholds))
+    ran: list[CheckOutput] = []
+    stalled: str | None = None
+    for name in names:
+        if stalled is not None:  # a stalled engine would make every later check wait as long again
+            ran.append(CheckOutput(CheckResult.inconclusive(name, f"not run: the engine stalled during {stalled}")))
+            continue
+        ran.append(run_one(ctx, name))
+        if ran[-1].result.extra.get("stalled"):
+            stalled = name
+    outputs = apply_vs_main(ctx, relate_to_match(ran, ctx.thresholds))
     wall = time.perf_counter() - t0
     info = engine_info or EngineInfo(url=engine.url, kind=engine.kind)
     extra: dict[str, object] = {"timing": _timing(wall, instance_type, config, model)}
@@ -134,6 +149,8 @@ def run_suite(
     if model is not None:
         environment.update(model=model.name, tp=model.tp, dtype=model.dtype)
     try:
+        if stalled is not None:
+            raise EngineError("stalled")  # asking again would wait request_timeout_s once more
         server = engine.server_info()
         environment.update(
             {k: v for k, v in (("engine_version", server.version), ("model_path", server.model_path)) if v is not None}

@@ -45,7 +45,12 @@ def register(subparsers: Any) -> None:
         "--engine-commit", metavar="SHA", help="the engine build's commit (default: $PRECISIONBOT_ENGINE_COMMIT)"
     )
     rec.add_argument("--config", metavar="FILE", help="precisionbot YAML config")
-    rec.add_argument("--suite", metavar="NAME", help="suite whose golden options to use (default: the baseline suite)")
+    rec.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="suite whose golden options to use (default: the baseline suite); its helpers, if it has any, must "
+        "run with the PR suite's sizes",
+    )
     rec.add_argument("--model", metavar="NAME", help="model name (from the config's models); default: the engine's")
     rec.add_argument(
         "--reruns",
@@ -61,6 +66,16 @@ def register(subparsers: Any) -> None:
     )
     rec.add_argument("--accepted-by", metavar="LOGIN", help="with --accept-reason: the maintainer who accepted it")
     rec.add_argument("--pr", type=int, metavar="N", help="with --accept-reason: the merged PR whose numbers these are")
+    sizes = rec.add_argument_group(
+        "sizes",
+        "as `check` takes them: the helper reruns use the PR suite's sizes with these overrides, which "
+        "must be what the PR's check runs with (a PR is compared only with reruns of the same sizes)",
+    )
+    sizes.add_argument("--samples", type=int, metavar="N")
+    sizes.add_argument("--max-new-tokens", type=int, metavar="N")
+    sizes.add_argument("--prompt-tokens", metavar="N|LO..HI", help="prompt length in tokens, or a range")
+    sizes.add_argument("--golden-depths", metavar="N,N,...", help="golden's context depths (tokens)")
+    rec.add_argument("--quiet", action="store_true", help="no progress on stderr")
     rec.add_argument(
         "--replaces-from",
         nargs="?",
@@ -69,7 +84,7 @@ def register(subparsers: Any) -> None:
         help="with --accept-reason: the store whose current baseline the accepted run replaces (default: --store; "
         "alone: the config's baselines.store, where `baseline publish` writes a staged run)",
     )
-    rec.set_defaults(handler=_record)
+    rec.set_defaults(handler=_record, checks=None)
 
     pub = sub.add_parser(
         "publish", help="verify runs recorded into staging stores and copy them into the store (create-only)"
@@ -128,13 +143,14 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot.baselines.accept import audit_record, check_reason
     from precisionbot.checks.golden import golden_target, record_golden
     from precisionbot.checks.main_noise import skipped_up_front
+    from precisionbot.checks.progress import TerminalProgress
     from precisionbot.checks.rerun import rerun_helpers
-    from precisionbot.commands.check import _model, open_engine
+    from precisionbot.commands.check import _model, _unusable, apply_overrides, open_engine, refuse_misfits
     from precisionbot.config import load_config_or_default
-    from precisionbot.errors import ConfigError
+    from precisionbot.errors import ConfigError, EngineError, EngineStartError
 
     config = load_config_or_default(args.config)
-    suite = config.suite(args.suite or config.github.baseline_suite)
+    suite = apply_overrides(config.suite(args.suite or config.github.baseline_suite), args)
     model = _model(config, args)
     store = open_store(_store_uri(args, config))
     documents = corpus.suite_documents(suite.corpus)
@@ -149,44 +165,72 @@ def _record(args: argparse.Namespace) -> int:
         )
     if accepting:
         check_reason(args.accept_reason)
-    with (
-        tempfile.TemporaryDirectory(prefix="precisionbot-engine-") as logs,
-        open_engine(config, args, model, Path(logs)) as engine,
-    ):
-        target = golden_target(engine, config, suite.golden, model, documents)
-        audit = None
-        if accepting:
-            # A CI run records into a staging store that `baseline publish` copies into baselines.store later:
-            # the reference it replaces is the one in the store it will join, not the (empty) staging one.
-            reference = store
-            if args.replaces_from is not None:
-                uri = config.baselines.store if args.replaces_from == CONFIG_STORE else args.replaces_from
-                reference = open_store(str(uri))
-            replaced = select_baseline(reference, target.model, target.signature().digest)
-            audit = audit_record(
-                reason=args.accept_reason,
-                by=args.accepted_by,
-                pr=args.pr,
-                replaces=replaced,
-                when=now_utc(),
-                commit=commit,
-            )
-        helpers = None
-        up_front = skipped_up_front(suite.samples, reruns) if reruns else None
-        if up_front:
-            # Said before the reruns are spent, not only in the PR's result.json afterwards.
-            print(f"note: {up_front}", file=sys.stderr)
-        if reruns:
-            helpers = rerun_helpers(engine, config, suite, model, reruns, on_rerun=_rerun_line)
-        meta = record_golden(
-            target,
-            store,
-            label=args.label,
-            producer=args.producer,
-            engine_commit=commit,
-            helpers=helpers,
-            extra=None if audit is None else {ACCEPT_KEY: audit},
-        )
+    helper_suite = rerun_suite(config, suite, args) if reruns else None
+    progress = TerminalProgress(sys.stderr)
+    progress.enabled = not args.quiet
+    with tempfile.TemporaryDirectory(prefix="precisionbot-engine-") as logs:
+        try:
+            with open_engine(config, args, model, Path(logs)) as engine:
+                try:
+                    engine.server_info()
+                except EngineError as exc:
+                    raise _unusable(exc, args, config) from exc
+                # Before minutes of work: sizes the engine's context cannot hold would store nothing.
+                helper_part = [] if helper_suite is None else [(helper_suite, _helpers_of(helper_suite))]
+                refuse_misfits(engine, *helper_part, (suite, ("golden",)))
+                target = golden_target(engine, config, suite.golden, model, documents)
+                audit = None
+                if accepting:
+                    # A CI run records into a staging store that `baseline publish` copies into
+                    # baselines.store later: the reference it replaces is the one in the store it will join, not
+                    # the (empty) staging one.
+                    reference = store
+                    if args.replaces_from is not None:
+                        uri = config.baselines.store if args.replaces_from == CONFIG_STORE else args.replaces_from
+                        reference = open_store(str(uri))
+                    replaced = select_baseline(reference, target.model, target.signature().digest)
+                    audit = audit_record(
+                        reason=args.accept_reason,
+                        by=args.accepted_by,
+                        pr=args.pr,
+                        replaces=replaced,
+                        when=now_utc(),
+                        commit=commit,
+                    )
+                helpers = None
+                up_front = skipped_up_front(helper_suite.samples, reruns) if helper_suite is not None else None
+                if up_front:
+                    # Said before the reruns are spent, not only in the PR's result.json afterwards.
+                    print(f"note: {up_front}", file=sys.stderr)
+                if helper_suite is not None:
+                    helpers = rerun_helpers(
+                        engine,
+                        config,
+                        helper_suite,
+                        model,
+                        reruns,
+                        on_rerun=_rerun_line,
+                        progress=RerunsProgress(progress, reruns),
+                    )
+                    progress.close()
+                    if not helpers.helpers:
+                        print("  no helper rerun was usable (reasons above): no helper noise stored", file=sys.stderr)
+                if not args.quiet:
+                    depths = ", ".join(map(str, suite.golden.context_depths))
+                    print(f"golden: recording at depths {depths}", file=sys.stderr)
+                meta = record_golden(
+                    target,
+                    store,
+                    label=args.label,
+                    producer=args.producer,
+                    engine_commit=commit,
+                    helpers=helpers,
+                    extra=None if audit is None else {ACCEPT_KEY: audit},
+                    progress=GoldenProgress(progress),
+                )
+                progress.close()
+        except EngineStartError as exc:
+            raise _unusable(exc, args, config) from exc
     print(f"recorded {meta.run_id} ({meta.label}, producer {meta.producer}, {meta.stats['positions']} positions)")
     if helpers is not None:
         kept = ", ".join(f"{h} x{helpers.reruns(h)}" for h in helpers.helpers) or "none usable"
@@ -197,6 +241,70 @@ def _record(args: argparse.Namespace) -> int:
         was = audit["replaces"]["run_id"] if audit["replaces"] else "no earlier baseline"
         print(f"  accepted by {audit['by']} (PR #{audit['pr']}): {audit['reason']}; replaces {was}")
     return 0
+
+
+def _helpers_of(suite: Any) -> tuple[str, ...]:
+    from precisionbot.results import CONSISTENCY_CHECKS
+
+    return tuple(c for c in suite.checks if c in CONSISTENCY_CHECKS) or CONSISTENCY_CHECKS
+
+
+def rerun_suite(config: Any, suite: Any, args: argparse.Namespace) -> Any:
+    """The suite main's helper reruns run with: the PR suite's (``github.pr_suite``) with the size flags, since
+    a PR's check is compared only with reruns of its own sizes (``helper_params``). A ``--suite`` that runs
+    helpers with other sizes would record noise no PR is ever compared with: refused, naming the difference."""
+    from precisionbot.baselines.helper_reruns import helper_params
+    from precisionbot.commands.check import apply_overrides
+    from precisionbot.errors import ConfigError
+    from precisionbot.results import CONSISTENCY_CHECKS
+
+    pr = apply_overrides(config.suite(config.github.pr_suite), args)
+    if suite.name == pr.name or not any(c in CONSISTENCY_CHECKS for c in suite.checks):
+        return pr
+    mine, theirs = helper_params(suite), helper_params(pr)
+    diff = [f"{k} {mine[k]} vs {theirs[k]}" for k in mine if mine[k] != theirs.get(k)]
+    if diff:
+        raise ConfigError(
+            f"--suite {suite.name} runs the helpers with other sizes than the PR suite {pr.name!r} "
+            f"({'; '.join(diff)}): a PR is compared only with reruns of its own sizes; record with --suite "
+            f"{pr.name} (or the same --samples/--max-new-tokens/--prompt-tokens as the PR's check), or --reruns 0"
+        )
+    return suite
+
+
+class RerunsProgress:
+    """One bar (or one plain line every 30 s in CI) over all reruns: each rerun's ``run_suite`` starts its own
+    count, which this adds up, so the ETA covers the reruns still to come."""
+
+    def __init__(self, bar: Any, reruns: int) -> None:
+        self.bar, self.reruns, self.index, self.started = bar, reruns, 0, False
+
+    def start(self, total: int) -> None:
+        if not self.started:
+            self.bar.start(total * self.reruns)
+            self.started = True
+        else:
+            self.index += 1
+
+    def phase(self, label: str) -> None:
+        self.bar.phase(f"helper rerun {self.index + 1}/{self.reruns}: {label}")
+
+    def advance(self, n: int) -> None:
+        self.bar.advance(n)
+
+
+class GoldenProgress:
+    """golden's requests (prefill, then decode, one per document) on the same bar."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+
+    def start(self, total: int) -> None:
+        self.bar.start(total)
+        self.bar.phase("golden")
+
+    def __call__(self, n: int) -> None:
+        self.bar.advance(n)
 
 
 def _publish(args: argparse.Namespace) -> int:
@@ -230,22 +338,18 @@ def rerun_line(index: int, result: Any) -> str:
 
 
 def _rerun_line(index: int, result: Any) -> None:
-    print(rerun_line(index, result), file=sys.stderr)
+    clear = "\r\x1b[2K" if sys.stderr.isatty() else ""  # over the progress bar, on a terminal
+    print(clear + rerun_line(index, result), file=sys.stderr)
 
 
 def _existing_store(uri: str) -> Any:
-    """The store for ``list``/``show``: a local directory that does not exist is a typo, not an empty store
-    (``record`` creates it; the golden check reads a missing one as "no baseline")."""
+    """The store for ``list``/``show``/``history``/``publish``: a local directory that does not exist is a typo,
+    not an empty store (``record`` creates it), the same setup error ``check`` gives for golden."""
     from precisionbot.baselines import open_store
-    from precisionbot.baselines.store.local import LocalStore
-    from precisionbot.errors import StoreError
+    from precisionbot.commands.check import require_existing_store
 
     store = open_store(uri)
-    if isinstance(store, LocalStore) and not store.root.exists():
-        raise StoreError(
-            f"baseline store {store.uri} does not exist; check --store "
-            "(or baselines.store in the config; `baseline record` creates it)"
-        )
+    require_existing_store(store, "--store")
     return store
 
 

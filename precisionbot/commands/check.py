@@ -24,7 +24,7 @@ from precisionbot.builtin.flags import given as builtin_flags_given
 from precisionbot.commands.calibrate_grid import floor_warnings
 from precisionbot.commands.store_option import add_store_option
 from precisionbot.config import Config, ModelConfig, SuiteConfig, load_config_or_default
-from precisionbot.config.fields import parse_int_range
+from precisionbot.config.fields import did_you_mean, parse_int_range
 from precisionbot.errors import ConfigError, EngineError
 from precisionbot.gh import provenance
 from precisionbot.results import CHECK_NAMES, CheckResult, EngineInfo, RunResult
@@ -75,6 +75,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--samples", type=int, metavar="N")
     p.add_argument("--max-new-tokens", type=int, metavar="N")
     p.add_argument("--prompt-tokens", metavar="N|LO..HI", help="prompt length in tokens, or a range")
+    p.add_argument(
+        "--golden-depths", metavar="N,N,...", help="context depths (tokens) golden is teacher-forced at (the suite's)"
+    )
     p.add_argument("--profile", choices=("default", "deterministic"), help="threshold profile")
     add_store_option(p, dest="baseline_store", help="baseline store (golden)")
     p.add_argument("--layers-dump", metavar="DIR", help="layers: hidden-state dumps of the engine under test")
@@ -94,6 +97,32 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
+def parse_depths(text: str) -> tuple[int, ...]:
+    """``--golden-depths 256,512``: sorted, distinct token counts of at least 16."""
+    try:
+        depths = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        depths = ()
+    if not depths or depths[0] < 16:
+        raise ConfigError(f"--golden-depths {text!r}: write token counts of at least 16, e.g. 256,512")
+    return depths
+
+
+def refuse_misfits(engine: Any, *parts: tuple[SuiteConfig, tuple[str, ...]]) -> None:
+    """A setup error (before anything runs) naming every part of the suites whose sizes cannot fit the engine's
+    context: each ``(suite, checks)`` pair is judged for those checks."""
+    from precisionbot.checks.fit import context_length, misfits
+
+    found = context_length(engine.server_info().raw)
+    if found is None:
+        return  # the engine does not say; a request that is too long fails with the engine's own error
+    problems = [p for suite, checks in parts for p in misfits(suite, checks, *found)]
+    if problems:
+        names = list(dict.fromkeys(repr(suite.name) for suite, _ in parts))
+        which = f"suite {names[0]} does" if len(names) == 1 else f"suites {' and '.join(names)} do"
+        raise ConfigError(f"{which} not fit this engine: {'; '.join(problems)}")
+
+
 def _positive(value: int | None, flag: str) -> int | None:
     if value is not None and value < 1:
         raise ConfigError(f"{flag} must be a positive integer (got {value})")
@@ -107,7 +136,9 @@ def apply_overrides(suite: SuiteConfig, args: argparse.Namespace) -> SuiteConfig
         names = tuple(n.strip() for n in args.checks.split(",") if n.strip())
         bad = [n for n in names if n not in CHECK_NAMES]
         if bad or not names:
-            raise ConfigError(f"--checks: unknown check(s) {', '.join(bad) or '(none)'}; use {', '.join(CHECK_NAMES)}")
+            hint = did_you_mean(bad[0], CHECK_NAMES) if len(bad) == 1 else None
+            fix = f"{hint} (checks: {', '.join(CHECK_NAMES)})" if hint else f"use {', '.join(CHECK_NAMES)}"
+            raise ConfigError(f"--checks: unknown check(s) {', '.join(bad) or '(none)'}; {fix}")
         changes["checks"] = names
     if _positive(args.samples, "--samples") is not None:
         changes["samples"] = args.samples
@@ -118,6 +149,8 @@ def apply_overrides(suite: SuiteConfig, args: argparse.Namespace) -> SuiteConfig
             changes["prompt_tokens"] = parse_int_range(args.prompt_tokens)
         except ValueError as exc:
             raise ConfigError(f"--prompt-tokens {args.prompt_tokens!r}: {exc}; write N or LO..HI") from exc
+    if getattr(args, "golden_depths", None):
+        changes["golden"] = dataclasses.replace(suite.golden, context_depths=parse_depths(args.golden_depths))
     layers = getattr(args, "layers_dump", None), getattr(args, "layers_baseline", None)
     if any(layers):
         changes["layers"] = dataclasses.replace(
@@ -249,6 +282,10 @@ def _unusable(exc: EngineError, args: argparse.Namespace, config: Config) -> Eng
         if launched
         else "start the server or fix --engine-url"
     )
+    if launched and "; its log says: " in first:
+        # The engine said why (a model that is not there or not GGUF, a directory its arguments name that does
+        # not exist): that is the cause, not the template.
+        fix = "fix what the engine's log names (the model path, a directory in the engine's arguments: create it)"
     return EngineError(f"the engine is not usable, no check ran: {first}; {fix}")
 
 
@@ -276,6 +313,54 @@ def _client(kind: str, url: str, common: dict[str, Any]) -> Iterator[Any]:
         engine.close()
 
 
+def record_hint(args: argparse.Namespace, config: Config, suite: SuiteConfig) -> str:
+    """The ``baseline record`` flags (all but ``--store``) that reach the engine this run used, with its config,
+    suite and model: an engine precisionbot started (builtin, launch) is started again rather than named by a
+    port that is dead once the run ends, and without ``--config``/``--suite`` the recorded signature differs."""
+    e = config.engine
+    url = args.engine_url or (None if args.engine else e.url)
+    mode = args.engine or ("url" if url else ("launch" if e.launch and e.kind != "builtin" else e.kind))
+    if mode == "builtin":
+        parts = ["--engine builtin"]
+        if getattr(args, "enable_deterministic_inference", False):
+            parts.append("--enable-deterministic-inference")
+        parts += [
+            f"--{flag} {getattr(args, attr)}"
+            for flag, attr in (("model-preset", "model_preset"), ("vocab", "vocab"))
+            if getattr(args, attr, None)
+        ]
+        if args.disable_radix_cache:
+            parts.append("--disable-radix-cache")
+    elif mode == "launch":
+        parts = ["--engine launch"]
+    else:
+        parts = [f"--engine-url {url}"]
+        if args.engine_kind:
+            parts.append(f"--engine-kind {args.engine_kind}")
+    if args.config:
+        parts.append(f"--config {args.config}")
+    parts.append(f"--suite {suite.name}")
+    for flag in ("samples", "max_new_tokens", "prompt_tokens", "golden_depths"):
+        if getattr(args, flag, None) is not None:
+            parts.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
+    if args.model:
+        parts.append(f"--model {args.model}")
+    return " ".join(parts)
+
+
+def require_existing_store(store: Any, flag: str) -> None:
+    """A local store directory that does not exist is a typo or a store never recorded into: a setup error
+    (exit 3) in every command that reads baselines, so ``check`` and ``baseline list`` agree."""
+    from precisionbot.baselines.store.local import LocalStore
+    from precisionbot.errors import StoreError
+
+    if isinstance(store, LocalStore) and not store.root.exists():
+        raise StoreError(
+            f"baseline store {store.uri} does not exist; check {flag} "
+            "(or baselines.store in the config; `precisionbot baseline record` creates it)"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from precisionbot.baselines.store import open_store
     from precisionbot.checks.progress import TerminalProgress
@@ -292,6 +377,8 @@ def run(args: argparse.Namespace) -> int:
         for warning in floor_warnings(suite):
             print(f"precisionbot: warning: {warning}", file=sys.stderr)
     store = open_store(args.baseline_store or config.baselines.store)
+    if "golden" in suite.checks and config.baselines.mode != "merge-base":  # merge-base records its own
+        require_existing_store(store, "--baseline-store")
     records: dict[str, Any] = {}
     started = False
     ab: Any = None
@@ -310,6 +397,7 @@ def run(args: argparse.Namespace) -> int:
             info = EngineInfo(url=engine.url, kind=engine.kind, commit=commit)
             engine.server_info()  # reachable at all? (else every check would retry the same dead URL)
             started = True
+            refuse_misfits(engine, (suite, suite.checks))
             up_front = vs_main_skipped(config, suite)
             if up_front and not args.quiet:
                 print(f"note: {up_front}", file=sys.stderr)
@@ -323,6 +411,7 @@ def run(args: argparse.Namespace) -> int:
                     store=store,
                     progress=progress,
                     engine_info=info,
+                    record_hint=record_hint(args, config, suite),
                     # Passed by the EC2 runner's pr.sh (read from the instance metadata): where the GPU minutes ran.
                     instance_type=os.environ.get(INSTANCE_TYPE_ENV) or None,
                 )
@@ -374,7 +463,26 @@ def run(args: argparse.Namespace) -> int:
         print(ab_text(result.extra["ab"]))
     if result.verdict.value == "inconclusive":
         print(f"precisionbot: inconclusive: {inconclusive_reasons(result)}", file=sys.stderr)
+    stall = stall_report(result, out / "engine.log")
+    if stall:
+        print(stall, file=sys.stderr)
     return result.verdict.exit_code
+
+
+STALL_LOG_LINES = 15
+
+
+def stall_report(result: RunResult, log: Path) -> str:
+    """When the engine stalled: its log's last lines (the engine we launched), so a CI log says where it hung."""
+    from precisionbot.engines.launcher import log_tail
+
+    stalled = [c.name for c in result.checks if c.extra.get("stalled")]
+    if not stalled:
+        return ""
+    head = f"precisionbot: the engine stalled during {stalled[0]} (no answer within engine.request_timeout_s)"
+    if not log.is_file():
+        return f"{head}; its log is wherever the engine was started (precisionbot did not launch it)"
+    return f"{head}; last lines of {log}:\n{log_tail(log, STALL_LOG_LINES)}"
 
 
 def inconclusive_reasons(result: RunResult) -> str:
@@ -393,21 +501,32 @@ def _num(x: Any) -> str:
     return plain(x) if isinstance(x, (int, float)) else "-"
 
 
+def table_measure(c: CheckResult) -> tuple[str, str, str, str]:
+    """``(measure, mean key, p99 key, max key)`` for one check's row, as the PR comment shows it: golden is
+    judged on the KL of the two next-token distributions, the helpers on per-token k3 (SGLang's mean), and the
+    two are different quantities (a Q4 model's golden k3 p99 can be 0.79 while its KL p99 is 0.10), so each
+    row names its measure and golden never shows k3 numbers under a KL verdict."""
+    if c.name == "golden" and "kl_p99" in c.stats:
+        return "KL", "kl_mean", "kl_p99", "kl_max"
+    return "k3", "mean_k3", "p99", "max"
+
+
 def render_table(result: RunResult, out: Path) -> str:
-    """The short stdout table (pure apart from the path it names)."""
-    rows = [("check", "verdict", "mean_k3", "p99", "max", ">1e-2", "cache")]
+    """The short stdout table (pure apart from the path it names): the numbers the PR comment shows."""
+    rows = [("check", "verdict", "measure", "mean", "p99", "max", "k3>1e-2", "cache")]
     for c in result.checks:
         s = c.stats
+        measure, mean, p99, top = table_measure(c)
         frac = s.get("frac_over", {}).get("1e-2") if isinstance(s.get("frac_over"), dict) else None
         cache = f"{c.cache.kept}/{c.cache.total}" if c.cache is not None else "-"
+        cells = (_num(s.get(mean)), _num(s.get(p99)), _num(s.get(top)))
         rows.append(
             (
                 c.name,
                 c.verdict.value.upper(),
-                _num(s.get("mean_k3")),
-                _num(s.get("p99")),
-                _num(s.get("max")),
-                "-" if frac is None else f"{100 * frac:.2g}%",
+                "-" if cells == ("-", "-", "-") else measure,
+                *cells,
+                "-" if frac is None or measure != "k3" else f"{100 * frac:.2g}%",
                 cache,
             )
         )

@@ -15,7 +15,6 @@ new tokens, prompts of 256–512 tokens) so the whole demo takes well under a fe
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -95,16 +94,6 @@ def _faults(values: list[str]) -> tuple[str, ...]:
     return names
 
 
-def _depths(text: str) -> tuple[int, ...]:
-    try:
-        depths = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
-    except ValueError:
-        depths = ()
-    if not depths or depths[0] < 16:
-        raise ConfigError(f"--golden-depths {text!r}: write token counts of at least 16, e.g. 256,512")
-    return depths
-
-
 def run(args: argparse.Namespace) -> int:
     from precisionbot import corpus
     from precisionbot.baselines import open_store
@@ -120,11 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     faults = _faults(args.fault)
     config = Config.default()
-    suite = apply_overrides(config.suite(config.github.pr_suite), args)
-    if args.golden_depths:
-        suite = dataclasses.replace(
-            suite, golden=dataclasses.replace(suite.golden, context_depths=_depths(args.golden_depths))
-        )
+    suite = apply_overrides(config.suite(config.github.pr_suite), args)  # sizes and --golden-depths
     out = Path(args.out)
     store_uri = args.store or str(out / "baselines")
     store = open_store(store_uri)

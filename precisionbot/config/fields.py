@@ -129,7 +129,7 @@ class Reader:
             raise self.error(
                 key,
                 f"must be one of {', '.join(options)} (got {_show(value)})",
-                f"set it to one of {', '.join(options)}",
+                did_you_mean(value, options) or f"set it to one of {', '.join(options)}",
             )
         return value
 
@@ -200,10 +200,15 @@ class Reader:
 
     # --- lists ---
 
-    def strings(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    def strings(self, key: str, default: tuple[str, ...], *, single: bool = True) -> tuple[str, ...]:
+        """A list of strings; with ``single``, one string is read as a list of one (``labels: gpu``). Without
+        it a string is an error: ``paths: "csrc/**"`` reads as a list to YAML's eye but is easy to mistake
+        for a comma-separated or space-separated list, so such keys must be written as lists."""
         value = self.data.get(key)
         if value is None:
             return default
+        if isinstance(value, str) and not single:
+            raise self.error(key, f"must be a list of strings (got the string {_show(value)})", f"write [{value}]")
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -235,6 +240,39 @@ class Reader:
             return parse_int_range(value)
         except ValueError as exc:
             raise self.error(key, f"{exc} (got {_show(value)})", "write N, [lo, hi] or 'lo..hi'") from exc
+
+
+def did_you_mean(value: str, options: Iterable[str]) -> str | None:
+    """``did you mean 'golden'?`` for a near miss among ``options``; None when nothing is close."""
+    close = difflib.get_close_matches(value, list(options), n=1)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
+STORE_SCHEMES = ("s3://", "file://")
+
+
+def store_uri_problem(uri: str) -> tuple[str, str] | None:
+    """What is wrong with a baseline store URI (``s3://bucket/prefix``, ``file:///dir`` or a directory path) and
+    the fix; None when it is usable. ``s3:/bucket`` (one slash) or ``s3:bucket`` would otherwise be a relative
+    directory named ``s3:`` that silently fills up on the runner's disk while CI reads an empty bucket."""
+    text = uri.strip()
+    usable = "write s3://bucket/prefix, file:///dir or a directory path"
+    if not text:
+        return "is empty", usable
+    if text.startswith(STORE_SCHEMES):
+        if text.startswith("s3://") and not text[5:].split("/", 1)[0]:
+            return f"{_show(uri)} names no bucket", "write s3://bucket/prefix"
+        return None
+    match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(/*)(.*)", text)
+    if match is None:
+        return None
+    scheme, slashes, rest = match.groups()
+    if scheme.lower() in ("s3", "file"):
+        fixed = f"{scheme.lower()}://{'/' if scheme.lower() == 'file' and slashes else ''}{rest}"
+        return f"{_show(uri)} is not a URI ({scheme}: takes two slashes)", f"did you mean {fixed!r}?"
+    if slashes.startswith("//"):
+        return f"{_show(uri)} is an unsupported baseline store URI (scheme {scheme}://)", usable
+    return None
 
 
 def parse_int_range(value: Any) -> tuple[int, int]:

@@ -8,7 +8,7 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-from precisionbot.config.fields import Reader, freeze_mapping
+from precisionbot.config.fields import Reader, did_you_mean, freeze_mapping, store_uri_problem
 from precisionbot.config.settings import (
     BASELINE_MODES,
     DEFAULT_PROFILES,
@@ -104,8 +104,12 @@ def _parse_baselines(r: Reader) -> BaselinesConfig:
     reruns = r.nonneg_int("helper_reruns", d.helper_reruns)
     if reruns in (1, 2) or reruns > 1000:
         raise r.error("helper_reruns", f"must be 0 or 3..1000 (got {reruns})", "main's noise needs at least 3 reruns")
+    store = r.string("store", d.store)
+    problem = store_uri_problem(store)
+    if problem is not None:
+        raise r.error("store", *problem)
     return BaselinesConfig(
-        store=r.string("store", d.store),
+        store=store,
         helper_reruns=reruns,
         vs_main=r.boolean("vs_main", d.vs_main),
         vs_main_alpha=alpha,
@@ -212,7 +216,8 @@ def _parse_suite(r: Reader, name: str) -> SuiteConfig:
     checks = r.strings("checks", d.checks)
     for c in checks:
         if c not in CHECK_NAMES:
-            raise r.error("checks", f"names unknown check {c!r}", f"use any of {', '.join(CHECK_NAMES)}")
+            fix = did_you_mean(c, CHECK_NAMES) or f"use any of {', '.join(CHECK_NAMES)}"
+            raise r.error("checks", f"names unknown check {c!r}", fix)
     if not checks:
         raise r.error("checks", "is empty", f"list at least one of {', '.join(CHECK_NAMES)}")
     g, b, lay = r.section("golden"), r.section("batch_invariance"), r.section("layers")
@@ -243,7 +248,7 @@ def _parse_suite(r: Reader, name: str) -> SuiteConfig:
     )
 
 
-_SET_KEYS = {f.name for f in dataclasses.fields(ThresholdSet)}
+_SET_KEYS = {f.name for f in dataclasses.fields(ThresholdSet)} - {"kl_div_key"}
 _GOLDEN_KEYS = {f.name for f in dataclasses.fields(GoldenThresholds)}
 
 
@@ -301,7 +306,7 @@ def _parse_github(r: Reader) -> GitHubConfig:
     p = r.section("permissions")
     p.only({"rerun", "baseline"})
     return GitHubConfig(
-        paths=r.strings("paths", d.paths),
+        paths=r.strings("paths", d.paths, single=False),
         run_label=r.string("run_label", d.run_label),
         fork_label=r.string("fork_label", d.fork_label),
         comment_per_suite=r.boolean("comment_per_suite", d.comment_per_suite),

@@ -52,8 +52,11 @@ class EngineConfig:
     """Extra launch arguments for every model (``{args}`` gets these, then the model's own)."""
     health_timeout_s: float = 1200.0
     """How long the launcher waits for ``/health_generate`` (big models load slowly)."""
-    request_timeout_s: float = 600.0
-    """Per-HTTP-request timeout."""
+    request_timeout_s: float = 180.0
+    """Per-HTTP-request timeout. A request is one batch (``batch_size`` prompts of a few thousand tokens), which
+    a GPU engine answers in seconds and the CPU builtin engine in well under a minute; an engine that has not
+    answered in 3 minutes is stalled (a wedged collective, a server stuck after SIGTERM), and the run stops
+    asking it and says so with its log's last lines, instead of a CI log that stays silent for 10 minutes."""
     batch_size: int = 8
     """Prompts per ``/generate`` call."""
     concurrency: int = 4
@@ -267,11 +270,15 @@ class ThresholdSet:
     """batch_invariance: max |Δ logprob| over shared top-k between batch shapes."""
     layers_rel_diff: float = 1e-3
     golden: GoldenThresholds = GoldenThresholds()
+    kl_div_key: str = dataclasses.field(default="kl_div", compare=False)
+    """The config key ``kl_div`` came from (``kl_div_prefill`` after ``for_check``), so a reason names the key a
+    user sets to change it; not itself a config key."""
 
     def for_check(self, name: str) -> ThresholdSet:
         """The set a helper is judged by: its per-phase ``kl_div_prefill``/``kl_div_decode`` when set."""
-        phase = {"prefill_cache_hit": self.kl_div_prefill, "decode_cache_hit": self.kl_div_decode}.get(name)
-        return self if phase is None else dataclasses.replace(self, kl_div=phase)
+        key = {"prefill_cache_hit": "kl_div_prefill", "decode_cache_hit": "kl_div_decode"}.get(name)
+        phase = getattr(self, key) if key is not None else None
+        return self if phase is None else dataclasses.replace(self, kl_div=phase, kl_div_key=str(key))
 
 
 DEFAULT_PROFILES: Mapping[str, ThresholdSet] = {

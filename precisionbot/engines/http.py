@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from precisionbot.engines import jsoncodec
-from precisionbot.errors import EngineError
+from precisionbot.errors import EngineError, EngineStalled
 
 RETRY_STATUS = frozenset({503})
 _JSON_HEADERS = {"Content-Type": "application/json"}
@@ -107,7 +107,7 @@ class HttpClient:
                 )
             except httpx.TimeoutException as exc:
                 limit = self.timeout_s if timeout_s is None else timeout_s
-                raise EngineError(
+                raise EngineStalled(
                     f"{what}: no answer from {self.base_url}{path} within {limit:g} s ({type(exc).__name__}); "
                     "raise engine.request_timeout_s if the engine is just slow"
                 ) from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import socket
@@ -56,6 +57,33 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
+_PYTHON_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit): \S")
+_ERROR_WORDS = re.compile(
+    r"\berror\b|\bfailed\b|\binvalid\b|not a directory|no such file|\bcannot\b|unable to|out of memory", re.I
+)
+LOG_SCAN_BYTES = 256 * 1024
+
+
+def log_error_line(path: Path) -> str | None:
+    """The line of an engine's log that says why it stopped, or None: a Python engine's last exception line
+    (``OSError: ... is not a valid model identifier``), else the first line that reads as an error
+    (llama-server: ``gguf_init_from_file_impl: invalid magic characters ...``, ``error while handling argument
+    "--slot-save-path": not a directory: /tmp/slots``). The first, because what follows is consequences
+    (``failed to load model``, ``exiting due to model loading error``) or a usage text."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - LOG_SCAN_BYTES))
+            lines = [line.strip() for line in f.read().decode("utf-8", errors="replace").splitlines()]
+    except OSError:
+        return None
+    exceptions = [line for line in lines if _PYTHON_EXCEPTION.match(line)]
+    found = exceptions[-1] if exceptions else next((line for line in lines if _ERROR_WORDS.search(line)), None)
+    if found is None:
+        return None
+    return found if len(found) <= 300 else found[:297] + "..."
 
 
 class Launcher:
@@ -120,8 +148,8 @@ class Launcher:
                 code = self.process.poll()
                 if code is not None:
                     raise EngineStartError(
-                        f"engine exited with code {code} before it was healthy ({shlex.join(self.argv)}); "
-                        f"log tail ({self.log_path}):\n{log_tail(self.log_path)}"
+                        f"engine exited with code {code} before it was healthy ({shlex.join(self.argv)})"
+                        f"{self._says()}; log tail ({self.log_path}):\n{log_tail(self.log_path)}"
                     )
                 try:
                     status = client.get(f"{self.url}/health_generate").status_code
@@ -134,12 +162,16 @@ class Launcher:
                     pass  # not listening yet
                 if time.monotonic() > deadline:
                     raise EngineStartError(
-                        f"engine not healthy (/health_generate) within {self.health_timeout_s:g} s; raise "
-                        f"engine.health_timeout_s if it loads slowly; log tail ({self.log_path}):\n"
+                        f"engine not healthy (/health_generate) within {self.health_timeout_s:g} s{self._says()}; "
+                        f"raise engine.health_timeout_s if it loads slowly; log tail ({self.log_path}):\n"
                         f"{log_tail(self.log_path)}"
                     )
                 time.sleep(delay)
                 delay = min(delay * 1.5, 2.0)
+
+    def _says(self) -> str:
+        line = log_error_line(self.log_path)
+        return f"; its log says: {line}" if line else ""
 
     def stop(self) -> int | None:
         """SIGTERM the process group, SIGKILL it after the grace period; returns the exit code."""

@@ -1,4 +1,4 @@
-"""SGLang API shapes and invariants through real HTTP (REFERENCE.md)."""
+"""SGLang API shapes and invariants through real HTTP."""
 
 from __future__ import annotations
 

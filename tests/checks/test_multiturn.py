@@ -162,10 +162,11 @@ def test_per_phase_thresholds_and_the_suite_threshold() -> None:
     config = from_mapping({"thresholds": {"default": {"kl_div_prefill": 1.0e-4}}})
     run, _ = _run(Behaviour(mode="decode_bias", bias=0.05), suite, config)
     assert [c.verdict for c in run.checks] == [P, F, P]
-    assert "kl_div 1.00e-04" in run.checks[1].reasons[0]
+    assert "is not below kl_div_prefill 1.00e-04" in run.checks[1].reasons[0]  # the key that set it
     own = dataclasses.replace(suite, kl_div=1.0e-4)
     run, _ = _run(Behaviour(mode="decode_bias", bias=0.05), own)
     assert [c.verdict for c in run.checks] == [F, F, F]
+    assert f"is not below suites.{suite.name}.kl_div 1.00e-04" in run.checks[0].reasons[0]
     # The deterministic profile keeps its own kl_div.
     run, _ = _run(Behaviour(), own, profile="deterministic")
     assert run.checks[0].extra["thresholds"]["kl_div"] == 1e-9

@@ -78,6 +78,17 @@ def test_strict_threshold_and_tail_rules() -> None:
     assert judge_k3({**stats, "mean_k3": 1e-4}, DEFAULT)[0] is Verdict.PASS
 
 
+def test_a_per_phase_threshold_is_named_by_the_key_that_set_it() -> None:
+    """kl_div_prefill set: the reason names kl_div_prefill (the key a user edits), not kl_div."""
+    stats = {"nonfinite": 0, "mean_k3": 0.5, "frac_over": {"1e-2": 0.0}, "max": 0.01}
+    limits = dataclasses.replace(DEFAULT, kl_div_prefill=1e-15)
+    _, reasons = judge_k3(stats, limits.for_check("prefill_cache_hit"))
+    assert reasons == ("mean_k3 0.5 is not below kl_div_prefill 1.00e-15 (SGLang's threshold)",)
+    _, reasons = judge_k3(stats, limits.for_check("decode_cache_hit"))  # kl_div_decode unset: kl_div applies
+    assert reasons == ("mean_k3 0.5 is not below kl_div 0.0025 (SGLang's threshold)",)
+    assert limits.for_check("prefill_cache_hit") == dataclasses.replace(limits, kl_div=1e-15)
+
+
 def test_one_outlier_token_fails_on_max_not_on_mean() -> None:
     # 4000 clean positions and one 2-nat outlier: the mean passes SGLang's rule, the tail rule catches it.
     ref = [-1.0] * 4000

@@ -112,11 +112,24 @@ def test_no_baseline_is_inconclusive_and_a_corrupt_one_is_an_error(
     config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = tmp_path / "store"
+    store.mkdir()  # an empty store: no baseline yet (a store that does not exist is a setup error, below)
     assert _check(config, str(store), tmp_path / "none") == 2
     (golden,) = json.loads((tmp_path / "none" / "result.json").read_text())["checks"]
-    assert "no golden baseline" in golden["reasons"][0] and "baseline record" in golden["reasons"][0]
+    assert "no golden baseline" in golden["reasons"][0]
+    # The command to record one reaches the same engine, config and suite, and names no port.
+    assert (
+        f"`precisionbot baseline record --engine builtin --config {config} --suite consistency --store {store}`"
+    ) in golden["reasons"][0]
+    assert golden["reasons"][1] == f"the store {store} holds no baseline yet"
 
     assert main(["baseline", "record", "--engine", "builtin", "--store", str(store), "--config", config]) == 0
+    # Another model name (a Q8 file's path where the baseline was the f32's): the fields that differ are named.
+    other = Path(config).with_name("q8.yml")
+    other.write_text(CONFIG + "models:\n  - {name: tiny-q8, path: /models/tiny-q8.gguf}\n")
+    assert _check(str(other), str(store), tmp_path / "q8") == 2
+    (golden,) = json.loads((tmp_path / "q8" / "result.json").read_text())["checks"]
+    assert "is of model 'builtin'" in golden["reasons"][1]
+    assert "model: baseline builtin, now tiny-q8" in golden["reasons"][1]
     (npz,) = store.rglob("golden.npz")
     npz.write_bytes(npz.read_bytes()[:-100])
     capsys.readouterr()
@@ -135,18 +148,38 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path, capsys: pytest.Captur
     assert "no runs" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", [["list"], ["show", "latest"]])
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        (["baseline", "list"], "--store"),
+        (["baseline", "show", "latest"], "--store"),
+        (["baseline", "history"], "--store"),
+        (["check", "--engine", "builtin", "--checks", "golden", "--quiet"], "--baseline-store"),
+    ],
+)
 def test_a_missing_local_store_is_a_setup_error(
-    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command: list[str], flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A typo'd --store must not read as "no runs" (exit 0).
-    assert main(["baseline", *command, "--store", str(tmp_path / "typo")]) == 3
+    # A typo'd --store must not read as "no runs" (exit 0) nor as "no golden baseline" (exit 2): every command
+    # that reads baselines says the same, with exit 3, before it starts an engine.
+    assert (
+        main(
+            [
+                *command,
+                "--store",
+                str(tmp_path / "typo"),
+                "--out" if command[0] == "check" else "--json",
+                *([str(tmp_path / "out")] if command[0] == "check" else []),
+            ]
+        )
+        == 3
+    )
     captured = capsys.readouterr()
     assert captured.out == ""
     (line,) = captured.err.splitlines()
     assert line == (
-        f"precisionbot: error: baseline store {tmp_path / 'typo'} does not exist; check --store "
-        "(or baselines.store in the config; `baseline record` creates it)"
+        f"precisionbot: error: baseline store {tmp_path / 'typo'} does not exist; check {flag} "
+        "(or baselines.store in the config; `precisionbot baseline record` creates it)"
     )
 
 
@@ -163,3 +196,64 @@ def test_s3_without_credentials_says_how_to_configure_them(
     (line,) = capsys.readouterr().err.splitlines()
     assert "Unable to locate credentials" in line
     assert "configure AWS credentials" in line and "OIDC" in line and "AWS_ENDPOINT_URL" in line
+
+
+SIZES = ["--samples", "4", "--max-new-tokens", "16", "--prompt-tokens", "64..96", "--golden-depths", "64"]
+
+
+def test_record_takes_check_sizes_and_check_compares_with_its_reruns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`baseline record` takes check's size flags and reruns the helpers with the PR suite's sizes, so a PR's
+    check with the same flags finds main's reruns ("within main's noise"); progress and one line per rerun
+    reach a non-terminal stderr (a CI log)."""
+    monkeypatch.chdir(tmp_path)  # no .github/precision.yml: the shipped defaults
+    store = str(tmp_path / "store")
+    engine = ["--engine", "builtin", "--model-preset", "tiny"]
+    assert main(["baseline", "record", *engine, "--store", store, "--reruns", "3", *SIZES]) == 0
+    captured = capsys.readouterr()
+    assert "progress:   0%  helper rerun 1/3: " in captured.err
+    assert [
+        line.split(":")[0] for line in captured.err.splitlines() if "helper rerun" in line and "match pass" in line
+    ] == [
+        "  helper rerun 1",
+        "  helper rerun 2",
+        "  helper rerun 3",
+    ]
+    assert "helper reruns: match x3, prefill_cache_hit x3, decode_cache_hit x3" in captured.out
+    out = tmp_path / "pr"
+    argv = ["check", *engine, "--suite", "pr", "--checks", "match", "--store", store, "--out", str(out), *SIZES]
+    assert main([*argv, "--quiet"]) == 0
+    (match,) = json.loads((out / "result.json").read_text())["checks"]
+    assert match["reasons"][-1].startswith("within main's noise"), match["reasons"]
+
+
+def test_record_refuses_a_suite_whose_helpers_run_other_sizes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "p.yml"
+    cfg.write_text("suites:\n  mine:\n    checks: [match, golden]\n    samples: 4\n")
+    argv = ["baseline", "record", "--engine-url", "http://127.0.0.1:9", "--config", str(cfg), "--suite", "mine"]
+    assert main([*argv, "--store", str(tmp_path / "s"), "--reruns", "3"]) == 3
+    err = capsys.readouterr().err
+    assert "--suite mine runs the helpers with other sizes than the PR suite 'pr' (samples 4 vs 32)" in err
+    assert main([*argv, "--store", str(tmp_path / "s"), "--reruns", "3", "--samples", "4", "--quiet"]) == 3
+    assert "other sizes" not in capsys.readouterr().err  # same sizes: on to the engine (not running here)
+
+
+def test_sizes_beyond_the_engine_context_are_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server with 1,024 tokens of context and the default sizes: refused at once, naming both sizes."""
+    from tests.engines.fake_sglang import Behaviour, fake_sglang
+
+    with fake_sglang(Behaviour(server_info_extra={"context_length": 1024})) as (url, behaviour):
+        argv = ["baseline", "record", "--engine-url", url, "--store", str(tmp_path / "s"), "--reruns", "3"]
+        assert main(argv) == 3
+        err = capsys.readouterr().err
+        assert "need 5,634 tokens per sequence (prompts up to 4,608 + 2 turns of 512 new tokens" in err
+        assert "more than the engine's context of 1,024 tokens (context_length)" in err
+        assert "golden needs 4,128 tokens (depth 4,096 + 32 decode steps)" in err and "--golden-depths 512" in err
+        assert main(["check", "--engine-url", url, "--out", str(tmp_path / "o"), "--quiet"]) == 3
+        assert "need 5,634 tokens per sequence" in capsys.readouterr().err
+        assert not any(call.startswith("/generate") for call in behaviour.calls)

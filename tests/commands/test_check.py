@@ -241,6 +241,124 @@ def test_openai_kind_against_the_builtin_server_runs_match(tmp_path: Path) -> No
     assert result.engine.kind == "openai" and match.verdict.value == "pass" and match.stats["positions"] > 0
 
 
+def test_the_table_labels_golden_kl_and_helper_k3(tmp_path: Path) -> None:
+    """The console shows the numbers the comment shows: golden's KL (not its per-token k3), each row labelled."""
+    from precisionbot.results import CheckResult, EngineInfo, RunResult, Verdict
+
+    helper = CheckResult(name="match", verdict=Verdict.PASS, stats={"mean_k3": 1e-5, "p99": 2e-5, "max": 3e-5})
+    golden = CheckResult(
+        name="golden",
+        verdict=Verdict.PASS,
+        stats={"mean_k3": 0.231, "p99": 0.786, "max": 0.889, "kl_mean": 0.022, "kl_p99": 0.1, "kl_max": 0.14},
+    )
+    result = RunResult.from_checks([helper, golden], signature="", engine=EngineInfo(url="", kind="sglang"))
+    lines = check.render_table(result, tmp_path).splitlines()
+    assert lines[0].split() == ["check", "verdict", "measure", "mean", "p99", "max", "k3>1e-2", "cache"]
+    assert lines[1].split()[:6] == ["match", "PASS", "k3", "1.00e-05", "2.00e-05", "3.00e-05"]
+    assert lines[2].split()[:6] == ["golden", "PASS", "KL", "0.022", "0.1", "0.14"]
+    assert "0.786" not in lines[2]
+
+
+def test_a_stalled_launched_engine_is_reported_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An engine that stops answering: the first check is INCONCLUSIVE after request_timeout_s, the rest are
+    not run (each would wait as long again), result.json is written and stderr quotes the engine log."""
+    import sys
+
+    monkeypatch.chdir(ROOT)
+    cfg = tmp_path / "precision.yml"
+    cfg.write_text(
+        "engine:\n"
+        "  kind: sglang\n"
+        f"  launch: {sys.executable} -m tests.engines.fake_sglang --hang --port {{port}} {{args}}\n"
+        "  health_timeout_s: 30\n"
+        "  request_timeout_s: 0.5\n"
+        "models:\n"
+        "  - name: toy\n"
+        "    path: toy-model\n"
+    )
+    out = tmp_path / "out"
+    assert _main(["--engine", "launch", "--config", str(cfg), *SMALL, "--out", str(out)]) == 2
+    result = read_result(out)
+    first, *rest = result.checks
+    assert "the engine stalled" in first.reasons[0] and "within 0.5 s" in first.reasons[0]
+    assert [c.reasons[0] for c in rest] == ["not run: the engine stalled during match"] * 2
+    err = capsys.readouterr().err
+    assert "the engine stalled during match" in err
+    assert "scheduler: waiting for rank 1 in all_reduce" in err  # the engine log's last lines
+
+
+LLAMA_SERVER_ERRORS = {
+    # What llama-server (llama.cpp b6xxx) prints for each, verbatim apart from the paths.
+    "not GGUF": (
+        [
+            "gguf_init_from_file_impl: invalid magic characters: 'PK\x03\x04', expected 'GGUF'",
+            "llama_model_load: error loading model: llama_model_loader: failed to load model from /m/model.bin",
+            "main: exiting due to model loading error",
+        ],
+        "gguf_init_from_file_impl: invalid magic characters",
+    ),
+    "missing model": (
+        [
+            "gguf_init_from_file: failed to open GGUF file '/m/nope.gguf' (No such file or directory)",
+            "llama_model_load_from_file_impl: failed to load model",
+            "main: exiting due to model loading error",
+        ],
+        "gguf_init_from_file: failed to open GGUF file '/m/nope.gguf' (No such file or directory)",
+    ),
+    "slot dir": (
+        [
+            'error while handling argument "--slot-save-path": not a directory: /tmp/slots',
+            "",
+            "usage:",
+            "--slot-save-path PATH                   path to save slot kv cache (default: disabled)",
+            "",
+            "to show complete usage, run with -h",
+        ],
+        'error while handling argument "--slot-save-path": not a directory: /tmp/slots',
+    ),
+    "python engine": (
+        [
+            "Traceback (most recent call last):",
+            '  File "x.py", line 1, in <module>',
+            "OSError: nope/model is not a local folder and is not a valid model identifier",
+        ],
+        "OSError: nope/model is not a local folder and is not a valid model identifier",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LLAMA_SERVER_ERRORS))
+def test_a_launch_the_engine_refused_quotes_its_log(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine's own error (not GGUF, no such model, a --slot-save-path directory that does not exist) is
+    quoted from its log, and the fix points at what it names instead of blaming the template."""
+    import sys
+
+    from precisionbot.cli import main
+
+    lines, quoted = LLAMA_SERVER_ERRORS[case]
+    script = tmp_path / "engine.py"
+    script.write_text(
+        f"import sys\nprint('build: 1 (abc)')\nprint('\\n'.join({lines!r}), file=sys.stderr)\nsys.exit(1)\n"
+    )
+    cfg = tmp_path / "precision.yml"
+    cfg.write_text(
+        f"engine:\n  kind: llamacpp\n  launch: {sys.executable} {script} --port {{port}}\n"
+        "models:\n  - name: toy\n    path: toy-model\n"
+    )
+    argv = ["check", "--engine", "launch", "--config", str(cfg), *SMALL, "--out", str(tmp_path / "o")]
+    assert main(argv) == 3
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"its log says: {quoted}" in line
+    assert line.endswith(
+        "fix what the engine's log names (the model path, a directory in the engine's arguments: create it)"
+    )
+    assert "engine.launch" not in line.split("its log says:")[1]
+
+
 def test_a_suite_below_a_detection_floor_is_warned_about(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # 64 new tokens with decode_cache_hit: below the size at which the builtin engine's
     # cache-decode-kv-rounded was caught (docs/builtin-engine.md); the warning comes before any engine call.

@@ -16,6 +16,7 @@ from precisionbot.cli import main
 CONFIG = """
 engine: {concurrency: 1}
 baselines: {helper_reruns: 5, vs_main_alpha: 0.001}
+github: {pr_suite: consistency}  # main's reruns run with the PR suite's sizes: the suite `check` runs here
 suites:
   baseline:
     checks: [golden]

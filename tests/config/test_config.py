@@ -216,10 +216,50 @@ def test_example_documents_every_key() -> None:
     missing = []
     for section, cls in sections.items():
         for f in dataclasses.fields(cls):
-            if f.name in {"name", "golden", "batch_invariance", "runner"}:
-                continue  # sections of their own (checked above) or implied by the list/mapping key
+            if f.name in {"name", "golden", "batch_invariance", "runner", "kl_div_key"}:
+                continue  # sections of their own, implied by the list/mapping key, or not a config key
             if f"{f.name}:" not in text:
                 missing.append(f"{section}.{f.name}")
     assert missing == []
     docs = (EXAMPLE.parents[1] / "docs" / "config.md").read_text()
     assert text in docs  # the doc embeds the example verbatim
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"baselines": {"store": "s3:/bucket/base"}},
+            "is not a URI (s3: takes two slashes); did you mean 's3://bucket/base'?",
+        ),
+        ({"baselines": {"store": "s3:bucket"}}, "did you mean 's3://bucket'?"),
+        ({"baselines": {"store": "gs://bucket"}}, "unsupported baseline store URI"),
+        ({"github": {"paths": "csrc/**"}}, "key 'github.paths' must be a list of strings (got the string 'csrc/**')"),
+        ({"suites": {"pr": {"checks": ["match", "golen"]}}}, "names unknown check 'golen'; did you mean 'golden'?"),
+        ({"thresholds": {"profile": "determinstic"}}, "did you mean 'deterministic'?"),
+        ({"engine": {"kind": "sglng"}}, "did you mean 'sglang'?"),
+    ],
+)
+def test_stricter_uris_paths_and_near_miss_names(data: Any, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        from_mapping(data, "p.yml")
+    assert expected in str(info.value)
+    assert from_mapping({"baselines": {"store": "s3://bucket/base"}}).baselines.store == "s3://bucket/base"
+    assert from_mapping({"baselines": {"store": "file:///tmp/x"}}).baselines.store == "file:///tmp/x"
+    assert from_mapping({"github": {"paths": ["csrc/**"]}}).github.paths == ("csrc/**",)
+
+
+def test_config_validate_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`precisionbot config validate FILE`: exit 0 and a summary when valid, 3 and the one-line error if not."""
+    from precisionbot.cli import main
+
+    good = tmp_path / "good.yml"
+    good.write_text("engine:\n  kind: sglang\n")
+    assert main(["config", "validate", str(good)]) == 0
+    assert capsys.readouterr().out.startswith(f"{good}: valid\n")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("baselines:\n  store: s3:/bucket\n")
+    assert main(["config", "validate", str(bad)]) == 3
+    assert "did you mean 's3://bucket'?" in capsys.readouterr().err
+    assert main(["config", "validate", str(tmp_path / "none.yml")]) == 3
+    assert "cannot read config file" in capsys.readouterr().err

@@ -258,6 +258,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--die", action="store_true", help="print a log line and exit 7 (a crashing engine)")
     parser.add_argument("--never-healthy", action="store_true")
+    parser.add_argument("--hang", action="store_true", help="log a line, then never answer /generate (a stall)")
     args = parser.parse_args()
     print(f"fake engine starting on port {args.port}", flush=True)
     if args.die:
@@ -265,8 +266,13 @@ def main() -> None:
         sys.exit(7)
     if args.never_healthy:
         time.sleep(3600)
-    handler = type("H", (_Handler,), {"state": FakeState(Behaviour())})
+    behaviour = Behaviour()
+    if args.hang:
+        print("scheduler: waiting for rank 1 in all_reduce", flush=True)
+        behaviour = Behaviour(mode="hang", hang_s=3600.0)
+    handler = type("H", (_Handler,), {"state": FakeState(behaviour)})
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler)
+    server.daemon_threads = True
     server.serve_forever(poll_interval=0.05)
 
 

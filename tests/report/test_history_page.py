@@ -26,7 +26,19 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = root / "precision.json"
     config.write_text(json.dumps({"suites": {"b": SUITE}, "baselines": {"store": str(root / "store")}}))
     record = ["baseline", "record", "--config", str(config), "--suite", "b", "--engine", "builtin"]
-    record += ["--model-preset", "tiny", "--reruns", "3"]
+    # main's reruns run with the PR suite's sizes, overridden here to this suite's small ones
+    record += [
+        "--model-preset",
+        "tiny",
+        "--reruns",
+        "3",
+        "--samples",
+        "2",
+        "--max-new-tokens",
+        "16",
+        "--prompt-tokens",
+        "32",
+    ]
     assert main([*record, "--engine-commit", "a" * 40]) == 0
     assert main([*record, "--engine-commit", "b" * 40]) == 0
     accept = ["--accept-reason", "fp32 <router> GEMM", "--accepted-by", "alice", "--pr", "12"]

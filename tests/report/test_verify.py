@@ -180,5 +180,5 @@ def test_per_phase_thresholds_are_the_ones_the_helper_used() -> None:
     prefill = check("prefill_cache_hit", stats=stats(mean_k3=1e-4), cache=CacheStats(4, 4))
     verified = verify_run(run_of(prefill, decode), trusted)
     assert [c.verdict for c in verified.checks] == [Verdict.PASS, Verdict.INCONCLUSIVE]
-    assert "not below kl_div 1.00e-05" in verified.checks[1].reasons[0]
+    assert "not below kl_div_decode 1.00e-05" in verified.checks[1].reasons[0]  # the key that set it
     assert verify_run(run_of(prefill, decode), TRUSTED).verdict is Verdict.PASS

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from precisionbot.baselines.store.base import DEFAULT_STORE_URI, Store, check_key
 from precisionbot.baselines.store.local import LocalStore
+from precisionbot.config.fields import store_uri_problem
 from precisionbot.errors import StoreError
 
 __all__ = ["DEFAULT_STORE_URI", "LocalStore", "Store", "check_key", "open_store"]
@@ -22,11 +23,11 @@ def open_store(uri: str | None) -> Store:
     """A ``Store`` for ``s3://bucket/prefix``, ``file:///path`` or a plain directory path (default
     ``.precisionbot/baselines``). S3 uses boto3's own credential and endpoint chain (``AWS_ENDPOINT_URL``)."""
     text = (uri or DEFAULT_STORE_URI).strip()
+    problem = store_uri_problem(text)
+    if problem is not None:
+        raise StoreError(f"the baseline store {problem[0]}; {problem[1]}")
     if text.startswith("s3://"):
         from precisionbot.baselines.store.s3 import S3Store  # botocore: only when S3 is asked for
 
         return S3Store.from_uri(text)
-    if "://" in text and not text.startswith("file://"):
-        raise StoreError(f"unsupported baseline store URI {text!r}: use s3://bucket/prefix, file:///dir or a path")
-
     return LocalStore.from_uri(text)
