@@ -46,24 +46,9 @@ def host_parts(server_info: Mapping[str, Any]) -> dict[str, str | None]:
 
 
 def _nvidia_smi() -> tuple[str | None, str | None]:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None, None
-    try:
-        done = subprocess.run(
-            [exe, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    rows = [r.split(",") for r in done.stdout.strip().splitlines() if r.strip()]
-    if not rows or len(rows[0]) < 2:
-        return None, None
-    names = sorted({r[0].strip() for r in rows})
-    return f"{len(rows)}x " + "+".join(names), rows[0][1].strip()
+    """``("<count>x <model>", driver)`` for the signature (None, None without a GPU)."""
+    model, count, driver = gpu_inventory()
+    return (None if model is None else f"{count}x {model}"), driver
 
 
 def _torch_cuda() -> str | None:

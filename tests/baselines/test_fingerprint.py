@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from precisionbot import __version__, corpus
-from precisionbot.baselines import list_runs, open_store
+from precisionbot.baselines import host, list_runs, open_store
 from precisionbot.baselines.fingerprint import (
     FINGERPRINT_KEYS,
     build_fingerprint,
@@ -119,3 +120,15 @@ def test_golden_failure_in_the_same_environment_says_nothing_of_it(tmp_path: Pat
     assert result.verdict is Verdict.FAIL
     assert not any("another environment" in r for r in result.reasons)
     assert result.extra["fingerprint_diff"] == []
+
+
+def test_gpu_inventory_reads_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # nvidia-smi's CSV as a two-GPU host prints it (no header, ", " separated), from a stand-in on PATH.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf 'NVIDIA H200, 550.54.15\\nNVIDIA H200, 550.54.15\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert host.gpu_inventory() == ("NVIDIA H200", 2, "550.54.15")
+    assert host._nvidia_smi() == ("2x NVIDIA H200", "550.54.15")
+    smi.write_text("#!/bin/sh\nexit 9\n")  # a driver that cannot answer: no GPU facts, no error
+    assert host.gpu_inventory() == (None, None, None)
