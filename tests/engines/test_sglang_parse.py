@@ -41,14 +41,8 @@ FIELDS = ["input_token_logprobs", "output_token_logprobs", "input_top_logprobs",
 BAD_VALUES = [None, float("nan"), float("inf"), 0.5, "x", True]
 
 
-@settings(max_examples=200, deadline=None)
-@given(
-    field=st.sampled_from(FIELDS),
-    row=st.integers(1, 3),
-    how=st.sampled_from(["drop", "dup", "value", "id", "entry"]),
-    bad=st.sampled_from(BAD_VALUES),
-)
-def test_any_single_corruption_is_an_error(field: str, row: int, how: str, bad: Any) -> None:
+def _corrupted(field: str, row: int, how: str, bad: Any) -> dict[str, Any]:
+    """A valid answer with one corruption: a row dropped or duplicated, a value or id replaced, a bad entry."""
     answer = copy.deepcopy(_valid())
     rows = answer["meta_info"][field]
     top = "top" in field
@@ -62,6 +56,18 @@ def test_any_single_corruption_is_an_error(field: str, row: int, how: str, bad: 
         (rows[row][0] if top else rows[row])[1] = -3 if bad is None else bad
     else:
         rows[row] = bad
+    return answer
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    field=st.sampled_from(FIELDS),
+    row=st.integers(1, 3),
+    how=st.sampled_from(["drop", "dup", "value", "id", "entry"]),
+    bad=st.sampled_from(BAD_VALUES),
+)
+def test_any_single_corruption_is_an_error(field: str, row: int, how: str, bad: Any) -> None:
+    answer = _corrupted(field, row, how, bad)
     with pytest.raises(EngineError, match=r"request 7: "):
         parse_generation(answer, REQUEST, 7)
 
@@ -148,19 +154,7 @@ def _message(fn: Any) -> str:
     bad=st.sampled_from(BAD_VALUES),
 )
 def test_any_single_corruption_gives_the_same_error_from_bytes(field: str, row: int, how: str, bad: Any) -> None:
-    answer = copy.deepcopy(_valid())
-    rows = answer["meta_info"][field]
-    top = "top" in field
-    if how == "drop":
-        del rows[row]
-    elif how == "dup":
-        rows.insert(row, copy.deepcopy(rows[row]))
-    elif how == "value":
-        (rows[row][0] if top else rows[row])[0] = bad
-    elif how == "id":
-        (rows[row][0] if top else rows[row])[1] = -3 if bad is None else bad
-    else:
-        rows[row] = bad
+    answer = _corrupted(field, row, how, bad)
     content = json.dumps([answer]).encode()  # NaN and Infinity as Python writes them
     from_bytes = _message(lambda: parse_batch_bytes(content, [REQUEST], 7, "test"))
     assert from_bytes == _message(lambda: parse_batch([answer], [REQUEST], 7))
