@@ -8,6 +8,7 @@ from this host, which is the GPU runner the engine runs on. Missing tools are no
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -60,8 +61,10 @@ def _torch_cuda() -> str | None:
     return None if version is None else str(version)
 
 
+@functools.cache
 def gpu_inventory() -> tuple[str | None, int | None, str | None]:
-    """``(model, count, driver)`` of this host's GPUs by ``nvidia-smi``; ``(None, None, None)`` without one."""
+    """``(model, count, driver)`` of this host's GPUs by ``nvidia-smi``; ``(None, None, None)`` without one.
+    Asked once per process (a GPU host's nvidia-smi takes a noticeable fraction of a second)."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None, None, None
@@ -82,15 +85,17 @@ def gpu_inventory() -> tuple[str | None, int | None, str | None]:
     return "+".join(sorted({r[0] for r in rows})), len(rows), rows[0][1]
 
 
-def installed_packages() -> list[str]:
+@functools.cache
+def installed_packages() -> tuple[str, ...]:
     """``name==version`` of every distribution in this Python environment (what ``pip freeze`` lists, read
-    from the package metadata without starting pip)."""
+    from the package metadata without starting pip). Read once per process: parsing every METADATA file takes
+    about 0.3 s, which every ``run_suite`` would otherwise pay (the environment does not change under a run)."""
     out = []
     for dist in metadata.distributions():
         name = dist.metadata["Name"] if dist.metadata is not None else None
         if name:
             out.append(f"{name}=={dist.version}")
-    return out
+    return tuple(out)
 
 
 def gather_fingerprint(server_info: Mapping[str, Any], engine_args: str | None) -> dict[str, Any]:

@@ -123,12 +123,18 @@ def test_golden_failure_in_the_same_environment_says_nothing_of_it(tmp_path: Pat
 
 
 def test_gpu_inventory_reads_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # nvidia-smi's CSV as a two-GPU host prints it (no header, ", " separated), from a stand-in on PATH.
+    # nvidia-smi's CSV as a two-GPU host prints it (no header, ", " separated), from a stand-in on PATH. The
+    # answer is cached per process: forget this machine's before, and the stand-in's after.
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\nprintf 'NVIDIA H200, 550.54.15\\nNVIDIA H200, 550.54.15\\n'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    assert host.gpu_inventory() == ("NVIDIA H200", 2, "550.54.15")
-    assert host._nvidia_smi() == ("2x NVIDIA H200", "550.54.15")
-    smi.write_text("#!/bin/sh\nexit 9\n")  # a driver that cannot answer: no GPU facts, no error
-    assert host.gpu_inventory() == (None, None, None)
+    try:
+        host.gpu_inventory.cache_clear()
+        assert host.gpu_inventory() == ("NVIDIA H200", 2, "550.54.15")
+        assert host._nvidia_smi() == ("2x NVIDIA H200", "550.54.15")
+        smi.write_text("#!/bin/sh\nexit 9\n")  # a driver that cannot answer: no GPU facts, no error
+        host.gpu_inventory.cache_clear()
+        assert host.gpu_inventory() == (None, None, None)
+    finally:
+        host.gpu_inventory.cache_clear()
