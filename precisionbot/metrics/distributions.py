@@ -143,8 +143,10 @@ def kl_from_logits(
 
 def _rest_logprob(lps: npt.NDArray[np.float64], floor: float) -> F64:
     """log(1 − Σ exp(lps)) per row, floored at ``floor``; via expm1 so a near-1 sum does not cancel."""
-    with np.errstate(divide="ignore"):  # a top-k holding all the mass leaves log(0) = −inf, which is right
-        lse = np.logaddexp.reduce(lps, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):  # all mass in the top-k leaves log(0) = −inf: right
+        top = np.max(lps, axis=-1, keepdims=True)
+        shift = np.where(np.isfinite(top), top, 0.0)  # a row of −inf sums to 0, not NaN
+        lse = np.log(np.sum(np.exp(lps - shift), axis=-1)) + shift[..., 0]
         rest = -np.expm1(np.minimum(lse, 0.0))
         out: F64 = np.log(np.maximum(rest, floor))
     return out
@@ -221,22 +223,29 @@ def topk_union_kl(
 
 
 def _union_kl_block(rid: npt.NDArray[Any], rlp: F64, tid: npt.NDArray[Any], tlp: F64, floor: float) -> F64:
-    # Union columns: all of ref's ids, then test's ids that ref does not list (others masked out).
-    test_new = ~(tid[:, :, None] == rid[:, None, :]).any(axis=2)
-    ids = np.concatenate([rid, tid], axis=1)
-    in_union = np.concatenate([np.ones_like(rid, dtype=bool), test_new], axis=1)
+    # Union columns: all of ref's ids, then test's ids that ref does not list (others masked out). One [N, k, k]
+    # id match gives every lookup: where each test id sits in ref's list, and each ref id in test's.
+    eq = tid[:, :, None] == rid[:, None, :]
+    test_in_ref = eq.any(axis=2)
+    ref_in_test = eq.any(axis=1)
+    in_union = np.concatenate([np.ones_like(ref_in_test), ~test_in_ref], axis=1)
+    ref_at_test = np.take_along_axis(rlp, eq.argmax(axis=2), axis=1)
+    test_at_ref = np.take_along_axis(tlp, eq.argmax(axis=1), axis=1)
+    looked = (
+        (np.concatenate([rlp, ref_at_test], axis=1), np.concatenate([np.ones_like(ref_in_test), test_in_ref], axis=1)),
+        (np.concatenate([test_at_ref, tlp], axis=1), np.concatenate([ref_in_test, np.ones_like(test_in_ref)], axis=1)),
+    )
     sides = []
-    for own_ids, own_lp in ((rid, rlp), (tid, tlp)):
-        lp, found = lookup_topk(ids, own_ids, own_lp)
+    for own_lp, (lp, found) in zip((rlp, tlp), looked, strict=True):
         rest = np.exp(_rest_logprob(own_lp, 0.0))
         missing = in_union & ~found
-        n_missing = np.maximum(missing.sum(axis=1), 1)
-        share = np.minimum(rest / n_missing, np.exp(own_lp[:, -1]))
+        n_missing = missing.sum(axis=1)
+        share = np.minimum(rest / np.maximum(n_missing, 1), np.exp(own_lp[:, -1]))
         with np.errstate(divide="ignore"):
             est = np.log(np.maximum(share, floor))
         lp = np.where(missing, est[:, None], lp)
         lp = np.where(in_union, lp, -np.inf)
-        left = np.maximum(rest - share * missing.sum(axis=1), floor)
+        left = np.maximum(rest - share * n_missing, floor)
         sides.append(np.concatenate([lp, np.log(left)[:, None]], axis=1))
     return kl_divergence(sides[0], sides[1])
 
