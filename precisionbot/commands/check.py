@@ -501,22 +501,13 @@ def _num(x: Any) -> str:
     return plain(x) if isinstance(x, (int, float)) else "-"
 
 
-def table_measure(c: CheckResult) -> tuple[str, str, str, str]:
-    """``(measure, mean key, p99 key, max key)`` for one check's row, as the PR comment shows it: golden is
-    judged on the KL of the two next-token distributions, the helpers on per-token k3 (SGLang's mean), and the
-    two are different quantities (a Q4 model's golden k3 p99 can be 0.79 while its KL p99 is 0.10), so each
-    row names its measure and golden never shows k3 numbers under a KL verdict."""
-    if c.name == "golden" and "kl_p99" in c.stats:
-        return "KL", "kl_mean", "kl_p99", "kl_max"
-    return "k3", "mean_k3", "p99", "max"
-
-
 def render_table(result: RunResult, out: Path) -> str:
     """The short stdout table (pure apart from the path it names): the numbers the PR comment shows."""
     rows = [("check", "verdict", "measure", "mean", "p99", "max", "k3>1e-2", "cache")]
     for c in result.checks:
         s = c.stats
-        measure, mean, p99, top = table_measure(c)
+        m = c.measure
+        measure, mean, p99, top = m.name, m.mean_key, m.p99_key, m.max_key
         frac = s.get("frac_over", {}).get("1e-2") if isinstance(s.get("frac_over"), dict) else None
         cache = f"{c.cache.kept}/{c.cache.total}" if c.cache is not None else "-"
         cells = (_num(s.get(mean)), _num(s.get(p99)), _num(s.get(top)))

@@ -336,10 +336,6 @@ def _noise(checks: Sequence[CheckResult]) -> Diagnosis:
     return Diagnosis("noise", f"{subject} are within the noise band{where}.")
 
 
-def _headline_key(c: CheckResult) -> str:
-    return "kl_p99" if c.name == "golden" and "kl_p99" in c.stats else "p99"
-
-
 def _moved(now: float | None, then: float | None) -> float | None:
     if now is None or then is None or then <= 0.0 or now <= 0.0:
         return None
@@ -353,7 +349,7 @@ def _vs_baseline(checks: Sequence[CheckResult], baseline_stats: BaselineStats) -
         base = baseline_stats.get(c.name)
         if base is None or c.verdict is Verdict.INCONCLUSIVE:
             continue
-        key = _headline_key(c)
+        key = c.measure.p99_key
         raw = base.get(key)
         then = float(raw) if isinstance(raw, (int, float)) else None
         now = _stat(c, key)
@@ -377,7 +373,7 @@ def _vs_previous(checks: Sequence[CheckResult], previous: RunResult) -> list[Dia
         before = previous.check(c.name)
         if before is None:
             continue
-        key = _headline_key(c)
+        key = c.measure.p99_key
         now, then = _stat(c, key), _stat(before, key)
         label = "KL p99" if key == "kl_p99" else "p99 k3"
         numbers = f"{label} {sig(then)} → {sig(now)}" if now is not None and then is not None else ""

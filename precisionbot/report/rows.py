@@ -92,16 +92,6 @@ def _stat(stats: Mapping[str, Any], key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _headline_key(c: CheckResult) -> str:
-    return "kl_p99" if _is_kl(c) else "p99"
-
-
-def _is_kl(c: CheckResult) -> bool:
-    """Golden is judged on KL over the baseline's top-k + rest, so its row shows KL, not k3: golden's SGLang
-    mean is dominated by decode-tail samples with one or two positions and would mean something else."""
-    return c.name == "golden" and "kl_p99" in c.stats
-
-
 def versus(now: float | None, then: float | None, then_word: str = "baseline") -> str:
     """A comparison cell that reads on its own next to the row's p99: ``×12 ↑ (baseline 0.047)``,
     ``≈ (was 0.48)``, ``0 (baseline 3e-05)``, ``both 0``; ``–`` when either side is unknown."""
@@ -126,7 +116,8 @@ def check_row(
 ) -> CheckRow:
     """One row of the check table; the "vs" cells compare the row's p99 (golden: KL p99)."""
     s = c.stats
-    kl = _is_kl(c)
+    m = c.measure
+    kl = m.name == "KL"
     # A check that compared nothing (0 positions, e.g. too few cache hits) shows only its cache cell, or "–".
     cells = [count(_stat(s, "positions"))] if s.get("positions") else []
     if c.cache is not None:
@@ -140,7 +131,7 @@ def check_row(
         flips = count(_stat(s, "flips"))
         if "confident_flips" in s:
             flips += f" ({count(_stat(s, 'confident_flips'))} confident)"
-    key = _headline_key(c)
+    key = m.p99_key
     vs_base = "–"
     if base is not None and c.name in base and c.verdict is not Verdict.INCONCLUSIVE:
         vs_base = versus(_stat(s, key), _stat(base[c.name], key), base_word)
@@ -152,11 +143,11 @@ def check_row(
             if before.verdict is not c.verdict
             else versus(_stat(s, key), _stat(before.stats, key), "was")
         )
-    mean = sig(_stat(s, "kl_mean" if kl else "mean_k3"))
-    p99 = sig(_stat(s, "kl_p99" if kl else "p99"))
-    top = sig(_stat(s, "kl_max" if kl else "max"))
+    mean = sig(_stat(s, m.mean_key))
+    p99 = sig(_stat(s, m.p99_key))
+    top = sig(_stat(s, m.max_key))
     # A check that measured nothing has no measure to name.
-    measure = "–" if mean == p99 == top == "–" else ("KL" if kl else "k3")
+    measure = "–" if mean == p99 == top == "–" else m.name
     return CheckRow(
         name=label_text(c.name),
         icon=ICONS[c.verdict],

@@ -293,6 +293,16 @@ CONTRACT_STATS: Mapping[str, Any] = {
 
 
 @dataclass(frozen=True)
+class Measure:
+    """A check's headline quantity (``k3`` or ``KL``) and the ``stats`` keys of its mean, p99 and max."""
+
+    name: str
+    mean_key: str
+    p99_key: str
+    max_key: str
+
+
+@dataclass(frozen=True)
 class CheckResult:
     """One check's outcome. ``stats`` holds the stable keys (and, for ``golden``, the KL/flip keys); any of
     the stable keys a check did not set are filled in from ``CONTRACT_STATS``, so readers can rely on them."""
@@ -315,6 +325,16 @@ class CheckResult:
     @classmethod
     def inconclusive(cls, name: str, reason: str, **kwargs: Any) -> CheckResult:
         return cls(name=name, verdict=Verdict.INCONCLUSIVE, reasons=(reason,), **kwargs)
+
+    @property
+    def measure(self) -> Measure:
+        """What this check's headline numbers measure, and under which ``stats`` keys. Golden is judged on the KL
+        of the two next-token distributions, the helpers on per-token k3 (SGLang's mean); the two are different
+        quantities (a Q4 model's golden k3 p99 can be 0.79 while its KL p99 is 0.10), so every table (console,
+        comment, diagnosis) names the measure and never shows golden's k3 under a KL verdict."""
+        if self.name == "golden" and "kl_p99" in self.stats:
+            return Measure("KL", "kl_mean", "kl_p99", "kl_max")
+        return Measure("k3", "mean_k3", "p99", "max")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.extra)
