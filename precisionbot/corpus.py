@@ -11,6 +11,7 @@ text and is cut to its drawn length.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -38,14 +39,21 @@ class Document:
 
 
 def builtin_documents(max_code_files: int = 200) -> list[Document]:
-    """The default corpus in a fixed order: reference-manual topics, then stdlib modules."""
+    """The default corpus in a fixed order: reference-manual topics, then stdlib modules (a fresh list of
+    the documents read once per process: they come with the interpreter and do not change under it)."""
+    return list(_builtin_documents(max_code_files))
+
+
+@functools.cache
+def _builtin_documents(max_code_files: int) -> tuple[Document, ...]:
     from pydoc_data.topics import topics
 
     docs = [Document(f"pydoc:{k}", "prose", text=topics[k]) for k in sorted(topics) if len(topics[k]) > 500]
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(p for p in stdlib.glob("*.py") if p.is_file())
+    code = 0
     for p in files:
-        if sum(d.kind == "code" for d in docs) >= max_code_files:
+        if code >= max_code_files:
             break
         try:
             text = p.read_text(encoding="utf-8")
@@ -53,7 +61,8 @@ def builtin_documents(max_code_files: int = 200) -> list[Document]:
             continue
         if len(text) >= MIN_CODE_CHARS:
             docs.append(Document(f"stdlib:{p.name}", "code", text=text))
-    return docs
+            code += 1
+    return tuple(docs)
 
 
 def suite_documents(path: str | Path | None) -> list[Document]:

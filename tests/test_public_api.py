@@ -19,6 +19,8 @@ DOCUMENTED = {
         "kl_from_logits",
         "topk_rest_kl",
         "topk_union_kl",
+        "align_topk",
+        "TopkAlignment",
         "top1_flip",
         "margin",
         "rank_of",

@@ -107,13 +107,15 @@ def compare_records(ref: GoldenRecord, test: GoldenRecord) -> Comparison:
     lp_ref = ref.lp[ri].astype(np.float64)
     # The candidate's logprob of the baseline's token: its own scored logprob while the tokens agree; at a
     # decode divergence, look it up in its top-k, and if it is not listed bound it by the k-th logprob.
-    same = test.token_id[ti] == token
-    looked, found = metrics.lookup_topk(token[:, None], tid, tlp)
-    fallback = np.where(found[:, 0], looked[:, 0], tlp[:, -1])
-    lp_test = np.where(same, test.lp[ti].astype(np.float64), fallback)
+    lp_test = test.lp[ti].astype(np.float64)
+    differs = np.flatnonzero(test.token_id[ti] != token)
+    if differs.size:
+        looked, found = metrics.lookup_topk(token[differs, None], tid[differs], tlp[differs])
+        lp_test[differs] = np.where(found[:, 0], looked[:, 0], tlp[differs, -1])
 
-    shared_max, shared_mean, _common = metrics.shared_topk_abs_delta(rid, rlp, tid, tlp)
-    kl = metrics.topk_union_kl(rid, rlp, tid, tlp)
+    alignment = metrics.align_topk(rid, tid)  # one id match shared by the |Δ| over shared ids and the KL
+    shared_max, shared_mean, _common = metrics.shared_topk_abs_delta(rid, rlp, tid, tlp, alignment=alignment)
+    kl = metrics.topk_union_kl(rid, rlp, tid, tlp, alignment=alignment)
     return Comparison(
         ref_row=ri,
         test_row=ti,

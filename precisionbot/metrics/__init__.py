@@ -33,6 +33,8 @@ from precisionbot.metrics.core import (
     threshold_key,
 )
 from precisionbot.metrics.distributions import (
+    TopkAlignment,
+    align_topk,
     kl_divergence,
     kl_from_logits,
     log_softmax,
@@ -50,7 +52,9 @@ __all__ = [
     "F64",
     "PERCENTILES",
     "ArrayLike",
+    "TopkAlignment",
     "accuracy_bound",
+    "align_topk",
     "delta_p_stats",
     "flip_probability",
     "k3",

@@ -8,6 +8,7 @@ full vocabulary row per position, ``[N, k]`` a top-k list per position sorted by
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -194,6 +195,51 @@ def lookup_topk(
     return np.where(found, lp, np.nan), found
 
 
+CHUNK_ROWS = 65_536
+"""Rows per block in the top-k comparisons whose temporaries grow with k² or 2k per row."""
+
+
+@dataclass(frozen=True)
+class TopkAlignment:
+    """Where each id of one side's top-k list sits in the other side's, per row (``-1``: not listed there).
+
+    Built by ``align_topk`` once per pair of lists and shared by the metrics that need it. Rows whose two
+    lists are identical (the common case between two runs of one model: noise rarely reorders a top-k)
+    cost one comparison; only the others get the ``[N, k, k]`` id match.
+    """
+
+    same: npt.NDArray[np.bool_]
+    """``[N]``: both lists hold the same ids in the same order."""
+    ref_in_test: npt.NDArray[np.int64]
+    """``[N, k_ref]``: the position of each reference id in the candidate's list."""
+    test_in_ref: npt.NDArray[np.int64]
+    """``[N, k_test]``: the position of each candidate id in the reference's list."""
+
+
+def align_topk(ref_ids: npt.NDArray[Any], test_ids: npt.NDArray[Any]) -> TopkAlignment:
+    """The ``TopkAlignment`` of two ``[N, k]`` id arrays (one N; k may differ between the sides)."""
+    rid, tid = np.asarray(ref_ids), np.asarray(test_ids)
+    if rid.ndim != 2 or tid.ndim != 2 or rid.shape[0] != tid.shape[0]:
+        raise ValueError(f"align_topk: need two [N, k] id arrays with one N; got {rid.shape}, {tid.shape}")
+    n = rid.shape[0]
+    same = (rid == tid).all(axis=1) if rid.shape == tid.shape else np.zeros(n, dtype=bool)
+    ref_in_test = np.broadcast_to(np.arange(rid.shape[1], dtype=np.int64), rid.shape).copy()
+    test_in_ref = np.broadcast_to(np.arange(tid.shape[1], dtype=np.int64), tid.shape).copy()
+    differ = np.flatnonzero(~same)
+    for s in range(0, differ.size, CHUNK_ROWS):  # bounded memory: the match is k_test x k_ref per row
+        rows = differ[s : s + CHUNK_ROWS]
+        eq = tid[rows, :, None] == rid[rows, None, :]  # [m, k_test, k_ref]
+        test_in_ref[rows] = np.where(eq.any(axis=2), eq.argmax(axis=2), -1)
+        ref_in_test[rows] = np.where(eq.any(axis=1), eq.argmax(axis=1), -1)
+    return TopkAlignment(same=same, ref_in_test=ref_in_test, test_in_ref=test_in_ref)
+
+
+def _gather(lp: F64, positions: npt.NDArray[np.int64]) -> tuple[F64, npt.NDArray[np.bool_]]:
+    """``lp`` at ``positions`` per row (``-1``: not listed, read as column 0 and marked not found)."""
+    found = positions >= 0
+    return np.take_along_axis(lp, np.maximum(positions, 0), axis=1), found
+
+
 def topk_union_kl(
     ref_ids: npt.NDArray[Any],
     ref_lp: ArrayLike,
@@ -201,13 +247,14 @@ def topk_union_kl(
     test_lp: ArrayLike,
     *,
     floor: float = 1e-12,
-    chunk_rows: int = 65_536,
+    alignment: TopkAlignment | None = None,
 ) -> F64:
     """KL(ref‖test) over the union of both sides' top-k plus a rest bucket, when each side knows only its own top-k.
 
     An id missing from one side's top-k gets, on that side, an equal share of that side's rest mass, capped at
     its k-th probability (it ranked below it); the rest bucket keeps what is left (floored). An estimate, not a
     bound: prefer ``topk_rest_kl`` with the candidate's logprobs of the reference ids when the engine gives them.
+    ``alignment``: ``align_topk(ref_ids, test_ids)`` when the caller has it already.
     """
     rid = np.asarray(ref_ids)
     tid = np.asarray(test_ids)
@@ -215,25 +262,36 @@ def topk_union_kl(
     tlp = np.asarray(test_lp, dtype=np.float64)
     if rid.shape != rlp.shape or tid.shape != tlp.shape or rid.ndim != 2 or rid.shape[0] != tid.shape[0]:
         raise ValueError("topk_union_kl: ids and logprobs must be [N, k] arrays with one N")
+    a = alignment if alignment is not None else align_topk(rid, tid)
     out = np.empty(rid.shape[0], dtype=np.float64)
-    for s in range(0, rid.shape[0], chunk_rows):
-        sl = slice(s, s + chunk_rows)
-        out[sl] = _union_kl_block(rid[sl], rlp[sl], tid[sl], tlp[sl], floor)
+    same = np.flatnonzero(a.same)
+    if same.size:  # one list on both sides: the union is that list, nothing is missing on either side
+        sides = [np.concatenate([lp, np.log(_rest(lp, floor))[:, None]], axis=1) for lp in (rlp[same], tlp[same])]
+        out[same] = kl_divergence(sides[0], sides[1])
+    other = np.flatnonzero(~a.same)
+    for s in range(0, other.size, CHUNK_ROWS):  # bounded memory: a dozen [rows, 2k] temporaries
+        rows = other[s : s + CHUNK_ROWS]
+        out[rows] = _union_kl_rows(rlp[rows], tlp[rows], a.ref_in_test[rows], a.test_in_ref[rows], floor)
     return out
 
 
-def _union_kl_block(rid: npt.NDArray[Any], rlp: F64, tid: npt.NDArray[Any], tlp: F64, floor: float) -> F64:
-    # Union columns: all of ref's ids, then test's ids that ref does not list (others masked out). One [N, k, k]
-    # id match gives every lookup: where each test id sits in ref's list, and each ref id in test's.
-    eq = tid[:, :, None] == rid[:, None, :]
-    test_in_ref = eq.any(axis=2)
-    ref_in_test = eq.any(axis=1)
-    in_union = np.concatenate([np.ones_like(ref_in_test), ~test_in_ref], axis=1)
-    ref_at_test = np.take_along_axis(rlp, eq.argmax(axis=2), axis=1)
-    test_at_ref = np.take_along_axis(tlp, eq.argmax(axis=1), axis=1)
+def _rest(lp: F64, floor: float) -> F64:
+    """The mass a top-k list leaves for everything else, ``max(1 − Σ p, floor)``."""
+    return np.maximum(np.exp(_rest_logprob(lp, 0.0)), floor)
+
+
+def _union_kl_rows(
+    rlp: F64, tlp: F64, ref_in_test: npt.NDArray[np.int64], test_in_ref: npt.NDArray[np.int64], floor: float
+) -> F64:
+    # Union columns: all of ref's ids, then test's ids that ref does not list (the others masked out). The
+    # test ids in the union are by construction missing on ref's side, so ref needs no lookup.
+    test_listed_in_ref = test_in_ref >= 0
+    test_at_ref, ref_listed_in_test = _gather(tlp, ref_in_test)
+    ones_r, ones_t = np.ones_like(ref_listed_in_test), np.ones_like(test_listed_in_ref)
+    in_union = np.concatenate([ones_r, ~test_listed_in_ref], axis=1)
     looked = (
-        (np.concatenate([rlp, ref_at_test], axis=1), np.concatenate([np.ones_like(ref_in_test), test_in_ref], axis=1)),
-        (np.concatenate([test_at_ref, tlp], axis=1), np.concatenate([ref_in_test, np.ones_like(test_in_ref)], axis=1)),
+        (np.concatenate([rlp, np.full_like(tlp, -np.inf)], axis=1), np.concatenate([ones_r, ~ones_t], axis=1)),
+        (np.concatenate([test_at_ref, tlp], axis=1), np.concatenate([ref_listed_in_test, ones_t], axis=1)),
     )
     sides = []
     for own_lp, (lp, found) in zip((rlp, tlp), looked, strict=True):
@@ -278,14 +336,20 @@ def rank_of(token_ids: ArrayLike, top_ids: npt.NDArray[Any]) -> npt.NDArray[np.i
 
 
 def shared_topk_abs_delta(
-    ref_ids: npt.NDArray[Any], ref_lp: ArrayLike, test_ids: npt.NDArray[Any], test_lp: ArrayLike
+    ref_ids: npt.NDArray[Any],
+    ref_lp: ArrayLike,
+    test_ids: npt.NDArray[Any],
+    test_lp: ArrayLike,
+    *,
+    alignment: TopkAlignment | None = None,
 ) -> tuple[F64, F64, npt.NDArray[np.int64]]:
     """|Δ logprob| over the token ids both top-k lists share, per row: ``(max[N], mean[N], common[N])``.
 
     SGLang's ``test_logprobs.py`` rule: a sample fails if its max or mean |Δ| exceeds 1e-5 (deterministic
-    builds). Rows with no shared id give NaN max/mean and ``common = 0``.
+    builds). Rows with no shared id give NaN max/mean and ``common = 0``. ``alignment``: as in ``topk_union_kl``.
     """
-    t_at_r, found = lookup_topk(np.asarray(ref_ids), np.asarray(test_ids), np.asarray(test_lp))
+    a = alignment if alignment is not None else align_topk(np.asarray(ref_ids), np.asarray(test_ids))
+    t_at_r, found = _gather(np.asarray(test_lp, dtype=np.float64), a.ref_in_test)
     d = np.abs(np.asarray(ref_lp, dtype=np.float64) - t_at_r)
     common = found.sum(axis=1).astype(np.int64)
     none = common == 0

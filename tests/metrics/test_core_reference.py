@@ -172,3 +172,51 @@ def test_topk_union_kl_when_the_top_k_holds_all_the_mass() -> None:
     other = np.log(np.array([[0.5, 0.5]]))
     kl = metrics.topk_union_kl(ids, lp, ids, other)
     assert kl == pytest.approx([0.75 * np.log(1.5) + 0.25 * np.log(0.5)], rel=1e-6)
+
+
+def _union_kl_reference(rid: np.ndarray, rlp: np.ndarray, tid: np.ndarray, tlp: np.ndarray) -> float:
+    """The union-KL definition for one row, with dicts: each side's missing ids share its rest mass equally,
+    capped at its k-th probability; the rest bucket keeps the remainder (floored at 1e-12)."""
+    sides = []
+    union = list(dict.fromkeys([*rid.tolist(), *tid.tolist()]))
+    for ids, lps in ((rid, rlp), (tid, tlp)):
+        own = dict(zip(ids.tolist(), np.exp(lps).tolist(), strict=True))
+        rest = max(1.0 - sum(own.values()), 0.0)
+        missing = [i for i in union if i not in own]
+        share = min(rest / max(len(missing), 1), min(own.values()))
+        probs = [own.get(i, max(share, 1e-12)) for i in union]
+        sides.append([*probs, max(rest - share * len(missing), 1e-12)])
+    p, q = np.array(sides[0]), np.array(sides[1])
+    return float(np.sum(np.where(p > 0, p * (np.log(p) - np.log(q)), 0.0)))
+
+
+def test_topk_union_kl_and_shared_delta_match_a_row_by_row_reference() -> None:
+    # Rows of every kind the alignment distinguishes: identical lists, the same ids reordered, lists that
+    # share some ids, disjoint lists; each row checked against the per-row dict reference above.
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 2, (64, 40))
+    lp = special.log_softmax(x, axis=-1)
+    ids = np.argsort(-lp, axis=-1)[:, :8]
+    top = np.take_along_axis(lp, ids, 1)
+    tid, tlp = ids.copy(), top.copy()
+    tlp[8:16] -= 0.05  # the same ids in the same order, less mass
+    tlp[16:32] += rng.normal(0, 0.3, (16, 8))  # reordered (same ids)
+    order = np.argsort(-tlp[16:32], axis=1)
+    tid[16:32], tlp[16:32] = np.take_along_axis(tid[16:32], order, 1), np.take_along_axis(tlp[16:32], order, 1)
+    other = special.log_softmax(x + rng.normal(0, 1.5, x.shape), axis=-1)  # partly shared
+    oid = np.argsort(-other, axis=-1)[:, :8]
+    tid[32:48], tlp[32:48] = oid[32:48], np.take_along_axis(other, oid, 1)[32:48]
+    tid[48:] = ids[48:] + 1000  # disjoint
+    alignment = metrics.align_topk(ids, tid)
+    assert alignment.same.tolist() == [True] * 16 + [bool((ids[i] == tid[i]).all()) for i in range(16, 64)]
+    kl = metrics.topk_union_kl(ids, top, tid, tlp)
+    assert metrics.topk_union_kl(ids, top, tid, tlp, alignment=alignment) == pytest.approx(kl, rel=0, abs=0)
+    expected = [_union_kl_reference(ids[i], top[i], tid[i], tlp[i]) for i in range(64)]
+    assert kl == pytest.approx(expected, rel=1e-9, abs=1e-15)
+    mx, mean, common = metrics.shared_topk_abs_delta(ids, top, tid, tlp, alignment=alignment)
+    for i in range(64):
+        t = dict(zip(tid[i].tolist(), tlp[i].tolist(), strict=True))
+        d = [abs(r - t[j]) for j, r in zip(ids[i].tolist(), top[i].tolist(), strict=True) if j in t]
+        assert common[i] == len(d)
+        assert (np.isnan(mx[i]) and not d) or mx[i] == pytest.approx(max(d), rel=1e-12)
+        assert (np.isnan(mean[i]) and not d) or mean[i] == pytest.approx(sum(d) / len(d), rel=1e-12)
