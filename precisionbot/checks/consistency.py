@@ -77,7 +77,8 @@ def replay(
     the last prompt token: only the decoded positions are compared.
     """
     per_position = _per_position(ctx) and prompt_lens is not None
-    starts = [n - 1 if per_position else 0 for n in (prompt_lens or [1] * len(sequences))]
+    lens = prompt_lens or [0] * len(sequences)
+    starts = [n - 1 if per_position else 0 for n in lens]
     requests = [
         GenerateRequest(
             seq,
@@ -87,8 +88,9 @@ def replay(
             logprob_start_len=start,
             top_logprobs_num=REPLAY_TOP_K,
             return_text=True,
+            read_from=n,  # only the decoded positions are compared: the prompt's are scored, not read
         )
-        for seq, start in zip(sequences, starts, strict=True)
+        for seq, start, n in zip(sequences, starts, lens, strict=True)
     ]
     size = ctx.suite.replay_batch_size or max(1, len(requests))
     out: list[Generation] = []

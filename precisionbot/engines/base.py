@@ -36,11 +36,16 @@ class GenerateRequest:
     """Ask for token text in the logprob entries (only where we show tokens: it costs detokenisation)."""
     sampling_seed: int | None = None
     """Seed of this request's sampling (temperature > 0), where the engine honours it; None = not sent."""
+    read_from: int = 0
+    """The first input position whose logprobs the caller reads. Not sent: the engine still scores from
+    ``logprob_start_len`` (a replay is a prefill with logprobs from position 0, as SGLang's helpers send it), but
+    a client may skip reading the positions before this one (an SGLang replay's prompt: nine tenths of its
+    answer). They keep their place in the ``Generation``: the ids sent, NaN logprobs, top-k ids -1, no text."""
 
     def __post_init__(self) -> None:
         if not self.input_ids:
             raise ValueError("GenerateRequest needs at least one input token")
-        if self.max_new_tokens < 0 or self.logprob_start_len < -1 or self.top_logprobs_num < 0:
+        if self.max_new_tokens < 0 or self.logprob_start_len < -1 or self.top_logprobs_num < 0 or self.read_from < 0:
             raise ValueError(f"GenerateRequest has invalid options: {self}")
 
 
@@ -65,7 +70,8 @@ class Generation:
     input_token_ids: IntArray
     """Token ids of ``input_ids[logprob_start_len:]`` (empty when input logprobs were not asked)."""
     input_logprobs: FloatArray
-    """Their logprobs; entry 0 is NaN when ``logprob_start_len == 0`` (position 0 has no prediction)."""
+    """Their logprobs; entry 0 is NaN when ``logprob_start_len == 0`` (position 0 has no prediction), and so
+    is every position before the request's ``read_from`` where the client skipped reading them."""
     output_logprobs: FloatArray
     """Logprob of each output token (``len(output_ids)`` entries)."""
     input_top: TopLogprobs | None = None

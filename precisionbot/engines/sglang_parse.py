@@ -43,7 +43,9 @@ class _TextEntry(msgspec.Struct, array_like=True, gc=False):
     text: str | None = None
 
 
-def _answer_type(entry: type) -> Any:
+def _answer_type(entry: type, input_entry: Any = None, input_row: Any = None) -> Any:
+    """The typed answer: ``entry`` for the token logprobs; the input positions' entries and top-k rows may
+    be given other types (``msgspec.Raw``: left as their bytes)."""
     meta = msgspec.defstruct(
         "_Meta",
         [
@@ -51,9 +53,9 @@ def _answer_type(entry: type) -> Any:
             ("completion_tokens", Any, None),
             ("cached_tokens", Any, None),
             ("e2e_latency", Any, None),
-            ("input_token_logprobs", list[entry] | None, None),  # type: ignore[valid-type]
+            ("input_token_logprobs", list[input_entry or entry] | None, None),  # type: ignore[misc]
             ("output_token_logprobs", list[entry] | None, None),  # type: ignore[valid-type]
-            ("input_top_logprobs", list[list[_Entry] | None] | None, None),
+            ("input_top_logprobs", list[input_row or list[_Entry] | None] | None, None),  # type: ignore[misc]
             ("output_top_logprobs", list[list[_Entry] | None] | None, None),
         ],
         gc=False,
@@ -64,6 +66,14 @@ def _answer_type(entry: type) -> Any:
 
 _ANSWER = {False: _answer_type(_Entry), True: _answer_type(_TextEntry)}
 _DECODERS = {text: msgspec.json.Decoder(list[a] | a) for text, a in _ANSWER.items()}  # type: ignore[valid-type]
+_SKIMMED = _answer_type(_TextEntry, msgspec.Raw, msgspec.Raw)
+"""The answer with each input position's entry and top-k row left as its raw bytes (read later, if at all)."""
+_SKIM_DECODER = msgspec.json.Decoder(list[_SKIMMED] | _SKIMMED)  # type: ignore[valid-type]
+_ENTRY_ROWS: dict[bool, msgspec.json.Decoder[Any]] = {
+    False: msgspec.json.Decoder(list[_Entry]),
+    True: msgspec.json.Decoder(list[_TextEntry]),
+}
+_TOP_ROWS = msgspec.json.Decoder(list[list[_Entry] | None])
 _TYPED = (_Entry, _TextEntry)
 _META_FIELDS = (
     "prompt_tokens",
@@ -77,11 +87,12 @@ _META_FIELDS = (
 )
 
 
-def decode_answer(content: bytes, what: str, texts: bool = True) -> Any:
+def decode_answer(content: bytes, what: str, texts: bool = True, skim: bool = False) -> Any:
     """A ``/generate`` answer: typed entries when it has the usual shape, plain JSON values otherwise.
-    ``texts=False`` skips the token texts (nothing asked for them)."""
+    ``texts=False`` skips the token texts (nothing asked for them); ``skim=True`` leaves each input position
+    as its raw bytes, for ``parse_generation`` to read only the positions a request's ``read_from`` wants."""
     try:
-        return _DECODERS[texts].decode(content)
+        return (_SKIM_DECODER if skim else _DECODERS[texts]).decode(content)
     except msgspec.DecodeError:  # not the usual shape (or not strict JSON): the general path explains it
         return jsoncodec.decode(content, what)
 
@@ -89,7 +100,7 @@ def decode_answer(content: bytes, what: str, texts: bool = True) -> Any:
 def _plain(answer: Any) -> Any:
     """A typed answer as the mapping the validation reads (entries stay typed; fields the engine left out
     read as null, as they would from a mapping)."""
-    if not isinstance(answer, (_ANSWER[False], _ANSWER[True])):
+    if not isinstance(answer, (_ANSWER[False], _ANSWER[True], _SKIMMED)):
         return answer
     m = answer.meta_info
     return {"meta_info": {f: getattr(m, f) for f in _META_FIELDS}, "output_ids": answer.output_ids}
@@ -275,6 +286,28 @@ def _top(raw: Any, index: int, field: str, expected: int, k: int, first_may_be_n
     return TopLogprobs(ids=ids, logprobs=lps)
 
 
+def _read_from(raw: Any, index: int, field: str, expected: int, skip: int, rows: msgspec.json.Decoder[Any]) -> Any:
+    """The positions from ``skip`` on of a per-position list of ``expected``, to validate; the others are
+    only counted. A skimmed answer's positions are raw bytes: only those read are decoded (``rows``)."""
+    if not isinstance(raw, list) or (skip == 0 and not (raw and isinstance(raw[0], msgspec.Raw))):
+        return raw  # not skimmed and nothing skipped: validated as it is
+    if len(raw) != expected:
+        raise _fail(index, field, f"has {len(raw)} entries, expected {expected}")
+    tail = raw[skip:]
+    if not tail or not isinstance(tail[0], msgspec.Raw):
+        return tail
+    joined = b"[" + b",".join(tail) + b"]"
+    try:
+        return rows.decode(joined)
+    except msgspec.DecodeError:  # not the usual shape: the general path names the entry
+        return jsoncodec.decode(joined, f"engine answer to request {index}: {field}")
+
+
+def _label(field: str, skip: int) -> str:
+    """The field's name in an error about the positions read from ``skip`` on (indices count from there)."""
+    return f"{field}[{skip}:]" if skip else field
+
+
 def parse_generation(answer: Any, request: GenerateRequest, index: int) -> Generation:
     """Validate one item of a ``/generate`` answer against the request that produced it."""
     answer = _plain(answer)
@@ -310,18 +343,23 @@ def parse_generation(answer: Any, request: GenerateRequest, index: int) -> Gener
     if output_ids is not None and (not isinstance(output_ids, list) or output_ids != out_ids.tolist()):
         raise _fail(index, "output_ids", "disagree with the token ids in meta_info.output_token_logprobs")
     start = request.logprob_start_len
+    skip = 0  # input positions counted but not read (before ``read_from``)
     if start >= 0:
         expected = prompt_tokens - start
-        in_lp, in_ids, in_text = _entries(
-            meta.get("input_token_logprobs"),
-            index,
-            "meta_info.input_token_logprobs",
-            expected,
-            True,
-            want_text=request.return_text,
+        skip = min(max(request.read_from - start, 0), expected)
+        field = "meta_info.input_token_logprobs"
+        rows = _read_from(
+            meta.get("input_token_logprobs"), index, field, expected, skip, _ENTRY_ROWS[request.return_text]
         )
-        if in_ids.tolist() != list(request.input_ids[start:]):
-            raise _fail(index, "meta_info.input_token_logprobs", "token ids differ from the prompt that was sent")
+        in_lp, in_ids, in_text = _entries(
+            rows, index, _label(field, skip), expected - skip, skip == 0, want_text=request.return_text
+        )
+        if in_ids.tolist() != list(request.input_ids[start + skip :]):
+            raise _fail(index, field, "token ids differ from the prompt that was sent")
+        if skip:
+            in_lp = np.concatenate([np.full(skip, np.nan), in_lp])
+            in_ids = np.concatenate([np.asarray(request.input_ids[start : start + skip], dtype=np.int32), in_ids])
+            in_text = (None,) * skip + in_text if request.return_text else in_text
     else:
         in_lp, in_ids, in_text = np.empty(0), np.empty(0, dtype=np.int32), ()
     input_top = output_top = None
@@ -329,7 +367,14 @@ def parse_generation(answer: Any, request: GenerateRequest, index: int) -> Gener
         k = request.top_logprobs_num
         output_top = _top(meta.get("output_top_logprobs"), index, "meta_info.output_top_logprobs", completion, k, False)
         if start >= 0:
-            input_top = _top(meta.get("input_top_logprobs"), index, "meta_info.input_top_logprobs", len(in_lp), k, True)
+            field = "meta_info.input_top_logprobs"
+            rows = _read_from(meta.get("input_top_logprobs"), index, field, len(in_lp), skip, _TOP_ROWS)
+            input_top = _top(rows, index, _label(field, skip), len(in_lp) - skip, k, skip == 0)
+            if skip:
+                ids = np.full((len(in_lp), k), -1, dtype=np.int32)
+                lps = np.full((len(in_lp), k), np.nan, dtype=np.float64)
+                ids[skip:], lps[skip:] = input_top.ids, input_top.logprobs
+                input_top = TopLogprobs(ids=ids, logprobs=lps)
     latency = meta.get("e2e_latency")
     return Generation(
         input_ids=request.input_ids,
@@ -368,8 +413,9 @@ def parse_batch_bytes(
     content: bytes, requests: Sequence[GenerateRequest], first_index: int, what: str
 ) -> list[Generation]:
     """``parse_batch`` of an answer's bytes: the typed decode when it has the usual shape (see the module)."""
+    skim = any(0 <= r.logprob_start_len < r.read_from for r in requests)
     with jsoncodec.gc_paused():
-        answer = decode_answer(content, what, texts=any(r.return_text for r in requests))
+        answer = decode_answer(content, what, texts=any(r.return_text for r in requests), skim=skim)
         generations = parse_batch(answer, requests, first_index)
         # Freed while the collector is still off, so it never scans the decoded entries on its way out.
         del answer

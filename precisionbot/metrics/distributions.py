@@ -223,9 +223,12 @@ def align_topk(ref_ids: npt.NDArray[Any], test_ids: npt.NDArray[Any]) -> TopkAli
         raise ValueError(f"align_topk: need two [N, k] id arrays with one N; got {rid.shape}, {tid.shape}")
     n = rid.shape[0]
     same = (rid == tid).all(axis=1) if rid.shape == tid.shape else np.zeros(n, dtype=bool)
-    ref_in_test = np.broadcast_to(np.arange(rid.shape[1], dtype=np.int64), rid.shape).copy()
-    test_in_ref = np.broadcast_to(np.arange(tid.shape[1], dtype=np.int64), tid.shape).copy()
     differ = np.flatnonzero(~same)
+    # Identical lists: each id sits where it is (a read-only view when no row differs: nothing to fill in).
+    ref_in_test = np.broadcast_to(np.arange(rid.shape[1], dtype=np.int64), rid.shape)
+    test_in_ref = np.broadcast_to(np.arange(tid.shape[1], dtype=np.int64), tid.shape)
+    if differ.size:
+        ref_in_test, test_in_ref = ref_in_test.copy(), test_in_ref.copy()
     for s in range(0, differ.size, CHUNK_ROWS):  # bounded memory: the match is k_test x k_ref per row
         rows = differ[s : s + CHUNK_ROWS]
         eq = tid[rows, :, None] == rid[rows, None, :]  # [m, k_test, k_ref]
@@ -349,7 +352,11 @@ def shared_topk_abs_delta(
     builds). Rows with no shared id give NaN max/mean and ``common = 0``. ``alignment``: as in ``topk_union_kl``.
     """
     a = alignment if alignment is not None else align_topk(np.asarray(ref_ids), np.asarray(test_ids))
-    t_at_r, found = _gather(np.asarray(test_lp, dtype=np.float64), a.ref_in_test)
+    tlp = np.asarray(test_lp, dtype=np.float64)
+    if a.same.all():  # every list identical: each id's logprob is in the same column on both sides
+        t_at_r, found = tlp, np.ones(tlp.shape, dtype=bool)
+    else:
+        t_at_r, found = _gather(tlp, a.ref_in_test)
     d = np.abs(np.asarray(ref_lp, dtype=np.float64) - t_at_r)
     common = found.sum(axis=1).astype(np.int64)
     none = common == 0

@@ -195,3 +195,51 @@ def test_token_ids_from_bytes_and_from_objects() -> None:
     assert "answer 4 has no meta_info.input_token_logprobs" in _message(
         lambda: parse_token_ids(decode_answer(orjson.dumps(answer), "test"), 1, 4)
     )
+
+
+# --- read_from: the positions before it are counted, not read (a replay's prompt) ---
+
+SKIM_REQUEST = GenerateRequest(
+    (1, 5, 9, 13, 17, 21), max_new_tokens=4, logprob_start_len=0, top_logprobs_num=2, return_text=True, read_from=3
+)
+
+
+def test_reading_from_a_position_keeps_the_earlier_ones_in_place_unread() -> None:
+    answer = _answer(SKIM_REQUEST)
+    full = parse_generation(answer, TEXT_REQUEST, 0)
+    (skimmed,) = parse_batch_bytes(orjson.dumps([answer]), [SKIM_REQUEST], 0, "test")
+    _same(skimmed, parse_generation(answer, SKIM_REQUEST, 0))  # the object path reads the same positions
+    assert skimmed.input_token_ids.tolist() == list(SKIM_REQUEST.input_ids)  # as sent
+    assert np.isnan(skimmed.input_logprobs[:3]).all()
+    assert np.array_equal(skimmed.input_logprobs[3:], full.input_logprobs[3:])
+    assert skimmed.input_token_text == (None, None, None, *full.input_token_text[3:])
+    assert skimmed.input_top is not None and full.input_top is not None
+    assert (skimmed.input_top.ids[:3] == -1).all() and np.isnan(skimmed.input_top.logprobs[:3]).all()
+    assert np.array_equal(skimmed.input_top.ids[3:], full.input_top.ids[3:])
+    assert np.array_equal(skimmed.output_logprobs, full.output_logprobs)
+
+
+def test_a_batch_mixing_skimmed_and_whole_reads_reads_each_as_asked() -> None:
+    answers = [_answer(SKIM_REQUEST), _answer(TEXT_REQUEST)]
+    both = parse_batch_bytes(orjson.dumps(answers), [SKIM_REQUEST, TEXT_REQUEST], 0, "test")
+    _same(both[0], parse_generation(answers[0], SKIM_REQUEST, 0))
+    _same(both[1], parse_generation(answers[1], TEXT_REQUEST, 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    field=st.sampled_from(["input_token_logprobs", "input_top_logprobs"]),
+    row=st.integers(1, 5),
+    how=st.sampled_from(["drop", "dup", "value", "id", "entry"]),
+    bad=st.sampled_from(BAD_VALUES),
+)
+def test_skipped_positions_are_counted_and_read_ones_validated(field: str, row: int, how: str, bad: Any) -> None:
+    answer = _corrupted(field, row, how, bad)
+    content = json.dumps([answer]).encode()
+    if how in ("drop", "dup") or row >= SKIM_REQUEST.read_from:
+        from_bytes = _message(lambda: parse_batch_bytes(content, [SKIM_REQUEST], 7, "test"))
+        assert from_bytes == _message(lambda: parse_batch([answer], [SKIM_REQUEST], 7))
+        assert "request 7: meta_info." + field in from_bytes
+    else:  # before read_from: never read, so never judged (the positions no check compares)
+        (g,) = parse_batch_bytes(content, [SKIM_REQUEST], 7, "test")
+        assert np.isnan(g.input_logprobs[row])

@@ -220,3 +220,20 @@ def test_topk_union_kl_and_shared_delta_match_a_row_by_row_reference() -> None:
         assert common[i] == len(d)
         assert (np.isnan(mx[i]) and not d) or mx[i] == pytest.approx(max(d), rel=1e-12)
         assert (np.isnan(mean[i]) and not d) or mean[i] == pytest.approx(sum(d) / len(d), rel=1e-12)
+
+
+def test_identical_lists_take_the_short_path_to_the_same_numbers() -> None:
+    # Every row's lists identical (ids and order): no id match is made, and the numbers are the general ones.
+    rng = np.random.default_rng(11)
+    lp = special.log_softmax(rng.normal(0, 2, (32, 30)), axis=-1)
+    ids = np.argsort(-lp, axis=-1)[:, :6]
+    top = np.take_along_axis(lp, ids, 1)
+    other = top - rng.uniform(0, 0.01, top.shape)
+    alignment = metrics.align_topk(ids, ids)
+    assert alignment.same.all() and not alignment.ref_in_test.flags.writeable  # a view: nothing was matched
+    mx, mean, common = metrics.shared_topk_abs_delta(ids, top, ids, other, alignment=alignment)
+    assert mx == pytest.approx(np.abs(top - other).max(axis=1), rel=1e-12)
+    assert mean == pytest.approx(np.abs(top - other).mean(axis=1), rel=1e-12)
+    assert common.tolist() == [6] * 32
+    expected = [_union_kl_reference(ids[i], top[i], ids[i], other[i]) for i in range(32)]
+    assert metrics.topk_union_kl(ids, top, ids, other, alignment=alignment) == pytest.approx(expected, rel=1e-9)
