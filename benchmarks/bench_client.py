@@ -14,7 +14,10 @@ For each part it reports, in a child process per part (so peak RSS is that part'
   recorded from the same answers before timing), best of ``--repeat``;
 * the floor: the same answer bytes (checked equal to what the server sent during the client's run) parsed with
   orjson and turned into the numpy arrays a check needs, with nothing else; best of ``--repeat``;
-* their ratio, and the child's peak RSS (measured before the floor loads the recording).
+* for the suite, a second floor: the same bytes read as the client reads them since replays name the
+  positions they compare (``GenerateRequest.read_from``): each replay's prompt positions kept as raw bytes,
+  only its last ``max_new_tokens`` decoded into arrays;
+* the ratios, and the child's peak RSS (measured before the floors load the recording).
 """
 
 from __future__ import annotations
@@ -185,6 +188,65 @@ def floor_orjson(item: bytes) -> int:
     return n
 
 
+class _SkimMeta(msgspec.Struct, gc=False):
+    completion_tokens: int = 0
+    input_token_logprobs: list[msgspec.Raw] | None = None
+    output_token_logprobs: list[_Entry] | None = None
+    input_top_logprobs: list[msgspec.Raw] | None = None
+    output_top_logprobs: list[list[_Entry] | None] | None = None
+
+
+class _SkimAnswer(msgspec.Struct, gc=False):
+    meta_info: _SkimMeta
+
+
+_SKIM = msgspec.json.Decoder(_SkimAnswer)
+_ROWS = msgspec.json.Decoder(list[_Entry])
+_TOP_ROWS = msgspec.json.Decoder(list[list[_Entry]])
+
+
+def floor_skim(item: bytes, tail: int) -> int:
+    """The msgspec floor, reading a replay answer (top-k rows, no completion) as the client does since it
+    learnt ``read_from``: every input position kept as raw bytes, only the last ``tail`` decoded."""
+    meta = _SKIM.decode(item).meta_info
+    entries, rows = meta.input_token_logprobs, meta.input_top_logprobs
+    replay = meta.completion_tokens == 0 and bool(rows) and rows is not None and bytes(rows[-1]) not in (b"null", b"[]")
+    n = 0
+    if entries:
+        read = entries[-tail:] if replay else entries
+        decoded = _ROWS.decode(b"[" + b",".join(read) + b"]")
+        np.array([e.logprob for e in decoded], dtype=np.float64)
+        np.array([e.token_id for e in decoded], dtype=np.int64)
+        n += len(entries)
+    if meta.output_token_logprobs:
+        np.array([e.logprob for e in meta.output_token_logprobs], dtype=np.float64)
+        np.array([e.token_id for e in meta.output_token_logprobs], dtype=np.int64)
+        n += len(meta.output_token_logprobs)
+    if rows and replay:
+        flat = list(itertools.chain.from_iterable(_TOP_ROWS.decode(b"[" + b",".join(rows[-tail:]) + b"]")))
+        np.array([e.logprob for e in flat], dtype=np.float64)
+        np.array([e.token_id for e in flat], dtype=np.int64)
+    for top in (meta.output_top_logprobs,) if meta.output_top_logprobs else ():
+        flat = list(itertools.chain.from_iterable(r for r in top if r))
+        np.array([e.logprob for e in flat], dtype=np.float64)
+        np.array([e.token_id for e in flat], dtype=np.int64)
+    return n
+
+
+def measure_skim_floor(items: list[bytes], repeat: int, tail: int) -> tuple[float, float]:
+    """``floor_skim`` over every item: best of ``repeat``, wall and CPU seconds."""
+    best = (float("inf"), float("inf"))
+    for _ in range(repeat):
+        gc.collect()
+        gc.disable()
+        t0, c0 = time.perf_counter(), time.process_time()
+        for item in items:
+            floor_skim(item, tail)
+        best = min(best, (time.perf_counter() - t0, time.process_time() - c0))
+        gc.enable()
+    return best
+
+
 def measure_floor(items: list[bytes], repeat: int) -> tuple[float, float, str, int]:
     """The faster of the two floors (best of ``repeat``, wall and CPU seconds), its name, the positions read."""
     best: tuple[float, float, str, int] = (float("inf"), float("inf"), "", 0)
@@ -264,6 +326,7 @@ def child(part: str, url: str, path: Path, repeat: int) -> dict[str, Any]:
     if any(s != {"items": len(items), "bytes": sum(map(len, items))} for s in served):
         raise SystemExit(f"{part}: the client received other answers than the recording's {part} part: {served}")
     floor_s, floor_cpu_s, floor_name, positions = measure_floor(items, repeat)
+    skim_s, skim_cpu_s = measure_skim_floor(items, repeat, suite.max_new_tokens) if part == "suite" else (0.0, 0.0)
     return {
         "part": part,
         "client_s": min(times),
@@ -272,6 +335,9 @@ def child(part: str, url: str, path: Path, repeat: int) -> dict[str, Any]:
         "floor_s": floor_s,
         "floor_cpu_s": floor_cpu_s,
         "floor": floor_name,
+        "shape": f"{suite.samples} x {suite.max_new_tokens}",
+        "skim_s": skim_s,
+        "skim_cpu_s": skim_cpu_s,
         "positions": positions,
         "items": len(items),
         "mib": sum(map(len, items)) / 2**20,
@@ -329,16 +395,21 @@ def main() -> None:
     )
     print(
         "| part | answers MiB | positions | client s (CPU s) | floor s (CPU s) | client / floor (CPU) "
-        "| client ms per 1,000 positions | peak RSS MiB |"
+        "| skimmed floor s (CPU s) | client / skimmed floor (CPU) | client ms per 1,000 positions | peak RSS MiB |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        samples = args.samples or 32
-        name = f"suite (3 helpers, {samples} x 512)" if r["part"] == "suite" else "golden compare"
+        name = f"suite (3 helpers, {r['shape']})" if r["part"] == "suite" else "golden compare"
+        skim = (
+            f"{r['skim_s']:.3f} ({r['skim_cpu_s']:.3f}) | {r['client_s'] / r['skim_s']:.2f} "
+            f"({r['client_cpu_s'] / r['skim_cpu_s']:.2f})"
+            if r["skim_s"]
+            else "– | –"
+        )
         print(
             f"| {name} | {r['mib']:.1f} | {r['positions']:,} | {r['client_s']:.3f} ({r['client_cpu_s']:.3f}) "
             f"| {r['floor_s']:.3f} ({r['floor_cpu_s']:.3f}, {r['floor']}) | {r['client_s'] / r['floor_s']:.2f} "
-            f"({r['client_cpu_s'] / r['floor_cpu_s']:.2f}) | {1e6 * r['client_s'] / r['positions']:.1f} "
+            f"({r['client_cpu_s'] / r['floor_cpu_s']:.2f}) | {skim} | {1e6 * r['client_s'] / r['positions']:.1f} "
             f"| {r['rss_mib']:.0f} |"
         )
     for r in rows:

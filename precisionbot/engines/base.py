@@ -48,6 +48,12 @@ class GenerateRequest:
         if self.max_new_tokens < 0 or self.logprob_start_len < -1 or self.top_logprobs_num < 0 or self.read_from < 0:
             raise ValueError(f"GenerateRequest has invalid options: {self}")
 
+    def unread(self, input_positions: int) -> int:
+        """How many of the ``input_positions`` scored from ``logprob_start_len`` come before ``read_from``."""
+        if self.logprob_start_len < 0:
+            return 0
+        return min(max(self.read_from - self.logprob_start_len, 0), input_positions)
+
 
 @dataclass(frozen=True)
 class TopLogprobs:

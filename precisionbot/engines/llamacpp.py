@@ -131,6 +131,11 @@ class LlamaCppEngine:
         # A byte token that is half a UTF-8 character comes back empty or as U+FFFD: no text is better than that.
         return text if isinstance(text, str) and text and text != "\ufffd" else None
 
+    def _texts_read(self, r: GenerateRequest, ids: Sequence[int]) -> tuple[str | None, ...]:
+        """The text of the input positions the request reads (``read_from`` on; the others are not shown)."""
+        skip = r.unread(len(ids))
+        return (None,) * skip + self.token_texts(ids[skip:])
+
     def token_texts(self, ids: Sequence[int]) -> tuple[str | None, ...]:
         """The text of each token id. llama-server's logprob entries carry no text for prompt positions (they are
         scored one request each), so the text comes from ``/detokenize``, once per distinct id."""
@@ -306,7 +311,7 @@ class LlamaCppEngine:
             return generation
         return dataclasses.replace(
             generation,
-            input_token_text=self.token_texts(generation.input_token_ids.tolist()),
+            input_token_text=self._texts_read(r, generation.input_token_ids.tolist()),
             output_token_text=self.token_texts(out_ids),
         )
 

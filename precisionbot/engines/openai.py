@@ -172,6 +172,12 @@ class OpenAIEngine:
         text = data.get("prompt") if isinstance(data, Mapping) else None
         return text if isinstance(text, str) and text and text != "\ufffd" else None
 
+    def _texts_read(self, r: GenerateRequest, ids: Sequence[int]) -> tuple[str | None, ...]:
+        """The text of the input positions the request reads (``read_from`` on): each distinct id is one
+        ``/detokenize`` call, and a replay's prompt holds thousands that no check shows."""
+        skip = r.unread(len(ids))
+        return (None,) * skip + self.token_texts(ids[skip:])
+
     def token_texts(self, ids: Sequence[int]) -> tuple[str | None, ...]:
         """The text of each token id through vLLM's ``/detokenize``, once per distinct id: completions come back
         as ids (``return_tokens_as_token_ids``), so the report would otherwise show only ids."""
@@ -247,7 +253,7 @@ class OpenAIEngine:
             output_logprobs=out_lp,
             input_top=top_in,
             output_top=top_out,
-            input_token_text=self.token_texts(in_ids.tolist()) if r.return_text else (),
+            input_token_text=self._texts_read(r, in_ids.tolist()) if r.return_text else (),
             output_token_text=self.token_texts(out_ids) if r.return_text else (),
         )
 

@@ -346,7 +346,7 @@ def parse_generation(answer: Any, request: GenerateRequest, index: int) -> Gener
     skip = 0  # input positions counted but not read (before ``read_from``)
     if start >= 0:
         expected = prompt_tokens - start
-        skip = min(max(request.read_from - start, 0), expected)
+        skip = request.unread(expected)
         field = "meta_info.input_token_logprobs"
         rows = _read_from(
             meta.get("input_token_logprobs"), index, field, expected, skip, _ENTRY_ROWS[request.return_text]

@@ -41,6 +41,31 @@ def test_openai_kind_detokenizes_like_sglangs_native_text() -> None:
     assert again == tuple(client._pieces[t] for t in ids)
 
 
+def test_openai_kind_looks_up_text_only_for_the_positions_read() -> None:
+    # A replay names the positions it compares (read_from): the prompt's thousands of ids are not detokenized.
+    pytest.importorskip("torch")  # the builtin engine
+    from precisionbot.engines.builtin import BuiltinEngine
+
+    native = BuiltinEngine(preset="tiny")
+    try:
+        ids = tuple(native.tokenize(["class A:\n    pass\n\nclass B(A):\n    x = 1  # the end"])[0])
+        read_from = len(ids) - 4
+        request = GenerateRequest(ids, max_new_tokens=0, logprob_start_len=0, return_text=True, read_from=read_from)
+        (want,) = native.generate([request])  # SGLang's shape: every position's text is in the answer
+        client = OpenAIEngine(native.url)
+        try:
+            (got,) = client.generate([request])
+            asked = set(client._pieces)
+        finally:
+            client.close()
+    finally:
+        native.close()
+    assert asked == set(ids[read_from:])
+    assert got.input_token_text[:read_from] == (None,) * read_from
+    assert got.input_token_text[read_from:] == want.input_token_text[read_from:]
+    assert want.input_token_text[:read_from] == (None,) * read_from  # the native client skipped them too
+
+
 def test_llamacpp_kind_asks_detokenize_once_per_id_and_drops_half_characters() -> None:
     """llama-server's ``POST /detokenize`` answers ``{"content": text}``; a byte token that is half of a UTF-8
     character comes back as U+FFFD and is shown by id instead of as a replacement character."""
