@@ -142,13 +142,13 @@ def kl_from_logits(
     return out
 
 
-def _rest_logprob(lps: npt.NDArray[np.float64], floor: float) -> F64:
-    """log(1 − Σ exp(lps)) per row, floored at ``floor``; via expm1 so a near-1 sum does not cancel."""
+def _rest_logprob(lps: npt.NDArray[np.float64], floor: float, p: F64 | None = None) -> F64:
+    """log(1 − Σ exp(lps)) per row, floored at ``floor``; via log and expm1 so a near-1 sum does not cancel.
+    ``p``: ``exp(lps)`` when the caller has it. Logprobs are <= 0 (a rounding above allowed), so the
+    exponentials need no shift; a row of −inf sums to 0 and leaves all the mass to the rest."""
+    total = np.sum(np.exp(lps) if p is None else p, axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):  # all mass in the top-k leaves log(0) = −inf: right
-        top = np.max(lps, axis=-1, keepdims=True)
-        shift = np.where(np.isfinite(top), top, 0.0)  # a row of −inf sums to 0, not NaN
-        lse = np.log(np.sum(np.exp(lps - shift), axis=-1)) + shift[..., 0]
-        rest = -np.expm1(np.minimum(lse, 0.0))
+        rest = -np.expm1(np.minimum(np.log(total), 0.0))
         out: F64 = np.log(np.maximum(rest, floor))
     return out
 
@@ -267,10 +267,11 @@ def topk_union_kl(
         raise ValueError("topk_union_kl: ids and logprobs must be [N, k] arrays with one N")
     a = alignment if alignment is not None else align_topk(rid, tid)
     out = np.empty(rid.shape[0], dtype=np.float64)
+    if a.same.all():
+        return _same_list_kl(rlp, tlp, floor)
     same = np.flatnonzero(a.same)
-    if same.size:  # one list on both sides: the union is that list, nothing is missing on either side
-        sides = [np.concatenate([lp, np.log(_rest(lp, floor))[:, None]], axis=1) for lp in (rlp[same], tlp[same])]
-        out[same] = kl_divergence(sides[0], sides[1])
+    if same.size:
+        out[same] = _same_list_kl(rlp[same], tlp[same], floor)
     other = np.flatnonzero(~a.same)
     for s in range(0, other.size, CHUNK_ROWS):  # bounded memory: a dozen [rows, 2k] temporaries
         rows = other[s : s + CHUNK_ROWS]
@@ -278,9 +279,19 @@ def topk_union_kl(
     return out
 
 
-def _rest(lp: F64, floor: float) -> F64:
-    """The mass a top-k list leaves for everything else, ``max(1 − Σ p, floor)``."""
-    return np.maximum(np.exp(_rest_logprob(lp, 0.0)), floor)
+def _same_list_kl(rlp: F64, tlp: F64, floor: float) -> F64:
+    """The union KL of rows whose two lists hold the same ids in the same order: the union is that list and
+    nothing is missing on either side, so it is the top-k terms plus the two rest buckets. Written in place
+    (each fresh ``[N, k]`` temporary costs page faults that took longer than the arithmetic)."""
+    p = np.exp(rlp)
+    terms = np.subtract(rlp, tlp)
+    with np.errstate(invalid="ignore"):
+        np.multiply(terms, p, out=terms)
+    if not np.isfinite(terms).all():  # −inf on both sides at p = 0 contributes nothing (kl_divergence's rule)
+        terms = np.where(p > 0, terms, 0.0)
+    rest_p, rest_q = _rest_logprob(rlp, floor, p), _rest_logprob(tlp, floor)
+    out: F64 = np.sum(terms, axis=1) + np.exp(rest_p) * (rest_p - rest_q)
+    return out
 
 
 def _union_kl_rows(
@@ -354,9 +365,12 @@ def shared_topk_abs_delta(
     a = alignment if alignment is not None else align_topk(np.asarray(ref_ids), np.asarray(test_ids))
     tlp = np.asarray(test_lp, dtype=np.float64)
     if a.same.all():  # every list identical: each id's logprob is in the same column on both sides
-        t_at_r, found = tlp, np.ones(tlp.shape, dtype=bool)
-    else:
-        t_at_r, found = _gather(tlp, a.ref_in_test)
+        d = np.subtract(np.asarray(ref_lp, dtype=np.float64), tlp)
+        np.abs(d, out=d)
+        k = d.shape[1]
+        full: F64 = d.max(axis=1) if k else np.full(d.shape[0], np.nan)
+        return full, d.mean(axis=1) if k else full, np.full(d.shape[0], k, dtype=np.int64)
+    t_at_r, found = _gather(tlp, a.ref_in_test)
     d = np.abs(np.asarray(ref_lp, dtype=np.float64) - t_at_r)
     common = found.sum(axis=1).astype(np.int64)
     none = common == 0
