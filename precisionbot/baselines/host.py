@@ -90,7 +90,7 @@ def installed_packages() -> tuple[str, ...]:
     """``name==version`` of every distribution in this Python environment (what ``pip freeze`` lists, read
     from the package metadata without starting pip). Read once per process (the environment does not change
     under a run), and from each METADATA file's header lines only: ``importlib.metadata``'s full parse of
-    every file (descriptions included) took 0.1 s of every job, the header lines 5 ms."""
+    every file (descriptions included) took 0.1 s of every job, the header lines take 16 ms."""
     out = []
     for dist in metadata.distributions():
         name, version = _name_version(dist)

@@ -266,9 +266,9 @@ def topk_union_kl(
     if rid.shape != rlp.shape or tid.shape != tlp.shape or rid.ndim != 2 or rid.shape[0] != tid.shape[0]:
         raise ValueError("topk_union_kl: ids and logprobs must be [N, k] arrays with one N")
     a = alignment if alignment is not None else align_topk(rid, tid)
-    out = np.empty(rid.shape[0], dtype=np.float64)
     if a.same.all():
         return _same_list_kl(rlp, tlp, floor)
+    out = np.empty(rid.shape[0], dtype=np.float64)
     same = np.flatnonzero(a.same)
     if same.size:
         out[same] = _same_list_kl(rlp[same], tlp[same], floor)
@@ -364,12 +364,10 @@ def shared_topk_abs_delta(
     """
     a = alignment if alignment is not None else align_topk(np.asarray(ref_ids), np.asarray(test_ids))
     tlp = np.asarray(test_lp, dtype=np.float64)
-    if a.same.all():  # every list identical: each id's logprob is in the same column on both sides
+    if a.same.all() and tlp.shape[1]:  # every list identical: each id's logprob is in the same column
         d = np.subtract(np.asarray(ref_lp, dtype=np.float64), tlp)
         np.abs(d, out=d)
-        k = d.shape[1]
-        full: F64 = d.max(axis=1) if k else np.full(d.shape[0], np.nan)
-        return full, d.mean(axis=1) if k else full, np.full(d.shape[0], k, dtype=np.int64)
+        return d.max(axis=1), d.mean(axis=1), np.full(d.shape[0], d.shape[1], dtype=np.int64)
     t_at_r, found = _gather(tlp, a.ref_in_test)
     d = np.abs(np.asarray(ref_lp, dtype=np.float64) - t_at_r)
     common = found.sum(axis=1).astype(np.int64)

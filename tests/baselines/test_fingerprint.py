@@ -35,6 +35,24 @@ def test_packages_digest_ignores_order_and_case() -> None:
     assert len(a) == 16
 
 
+def test_package_list_reads_the_metadata_headers_as_the_full_parse_does(tmp_path: Path) -> None:
+    from importlib import metadata
+
+    # This environment's list, read from the header lines, equals importlib.metadata's full parse.
+    full = tuple(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata["Name"])
+    assert host.installed_packages() == full
+    # A description (after the blank line that ends the headers) cannot pose as a header.
+    info = tmp_path / "demo-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n\nName: fake\nVersion: 9\n")
+    assert host._name_version(metadata.PathDistribution(info)) == ("demo", "1.0")
+    # Headers in another order, folded lines before them: still found; no Version header: the full parse.
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nSummary: a\n  b\nVersion: 2.0\nName: demo\n")
+    assert host._name_version(metadata.PathDistribution(info)) == ("demo", "2.0")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo\n\nVersion: 3\n")
+    assert host._name_version(metadata.PathDistribution(info)) == ("demo", None)
+
+
 def test_diff_names_each_changed_part_and_ignores_unknown_ones() -> None:
     old = build_fingerprint(
         gpu_model="NVIDIA H100", gpu_count=8, driver="550.54", torch="2.5.1", engine_args=["--tp", "8"]
