@@ -267,7 +267,8 @@ class OpenAIEngine:
     def _prompt_logprobs(raw: Any, r: GenerateRequest, index: int) -> tuple[np.ndarray[Any, Any], TopLogprobs | None]:
         """vLLM: ``[None, {"<id>": {"logprob": x, "rank": n, ...}, ...}, ...]``, one entry per prompt token: the
         prompt token and the top-k (``k + 1`` entries when the prompt token is not among them). Position 0 has
-        no prediction (NaN, and a top-k row of -1/NaN)."""
+        no prediction (NaN, and a top-k row of -1/NaN), and so have the positions before ``read_from``: they are
+        counted, not read (a replay's prompt: thousands of positions, each a dict, that no check compares)."""
         if not isinstance(raw, list) or len(raw) != len(r.input_ids):
             found = f"{len(raw)} entries" if isinstance(raw, list) else ("none" if raw is None else type(raw).__name__)
             raise EngineError(
@@ -278,7 +279,8 @@ class OpenAIEngine:
         out = np.full(len(raw), np.nan)
         top_ids = np.full((len(raw), k), -1, dtype=np.int32)
         top_lps = np.full((len(raw), k), np.nan)
-        for pos in range(max(1, r.logprob_start_len), len(raw)):
+        start = r.logprob_start_len
+        for pos in range(max(1, start + r.unread(len(raw) - start)), len(raw)):
             entry = raw[pos]
             key = str(r.input_ids[pos])
             if not isinstance(entry, Mapping) or key not in entry:
@@ -297,7 +299,6 @@ class OpenAIEngine:
                     lp = v.get("logprob") if isinstance(v, Mapping) else v
                     pairs.append((int(tid), logprob(lp, index, field)))
                 top_ids[pos], top_lps[pos] = _top_row(pairs, k)
-        start = r.logprob_start_len
         top = TopLogprobs(ids=top_ids[start:], logprobs=top_lps[start:]) if k > 0 else None
         return out[start:], top
 

@@ -42,6 +42,24 @@ def test_top_k_of_output_and_prompt_are_sorted_and_aligned() -> None:
     assert replay.input_logprobs[-3:] == pytest.approx(gen.output_logprobs)
 
 
+def test_a_replay_reads_its_prompt_logprobs_from_read_from_on() -> None:
+    with fake_vllm("vllm") as url:
+        engine = VLLMEngine(url)
+        seq = (1, 5, 9, 13, 17, 21)
+        whole, part = engine.generate(
+            [
+                GenerateRequest(seq, 0, logprob_start_len=0, top_logprobs_num=2),
+                GenerateRequest(seq, 0, logprob_start_len=0, top_logprobs_num=2, read_from=4),
+            ]
+        )
+        engine.close()
+    assert whole.input_top is not None and part.input_top is not None
+    assert np.isnan(part.input_logprobs[:4]).all() and (part.input_top.ids[:4] == -1).all()
+    assert np.array_equal(part.input_logprobs[4:], whole.input_logprobs[4:])
+    assert np.array_equal(part.input_top.ids[4:], whole.input_top.ids[4:])
+    assert part.input_token_ids.tolist() == list(seq)
+
+
 def test_server_info_reads_the_block_size_and_chooses_vllm_rules() -> None:
     with fake_vllm("vllm") as url:
         engine = VLLMEngine(url)
