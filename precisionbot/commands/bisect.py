@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from precisionbot.baselines.store import open_store
     from precisionbot.checks.bisect import bisect, cache_key, evaluate_commit
     from precisionbot.checks.bisect_search import Bisection, Step
-    from precisionbot.commands.check import _client, _model, apply_overrides
+    from precisionbot.commands.check import _model, apply_overrides, engine_at
     from precisionbot.config import load_config_or_default
-    from precisionbot.engines.checkout import Checkout, launched_at
+    from precisionbot.engines.checkout import Checkout
     from precisionbot.errors import ConfigError
 
     config = load_config_or_default(args.config)
@@ -89,27 +88,10 @@ def run(args: argparse.Namespace) -> int:
             "args": e.args,
         }
     )
-    common = {"batch_size": e.batch_size, "concurrency": e.concurrency, "request_timeout_s": e.request_timeout_s}
-    kind = "builtin" if e.kind == "builtin" else e.kind
     logs = Path(args.log_dir)
 
-    @contextmanager
-    def open_at(sha: str) -> Iterator[Any]:
-        with (
-            launched_at(
-                checkout,
-                sha,
-                install_command=e.install,
-                launch=str(e.launch),
-                model=model.path,
-                tp=model.tp,
-                args=f"{e.args} {model.args}".strip(),
-                log_dir=logs,
-                health_timeout_s=e.health_timeout_s,
-            ) as url,
-            _client(kind, url, common) as engine,
-        ):
-            yield engine
+    def open_at(sha: str) -> AbstractContextManager[Any]:
+        return engine_at(config, model, checkout, sha, logs)
 
     search = Bisection(commits)
     print(

@@ -17,7 +17,7 @@ import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.flags import given as builtin_flags_given
@@ -28,6 +28,9 @@ from precisionbot.config.fields import did_you_mean, parse_int_range
 from precisionbot.errors import ConfigError, EngineError
 from precisionbot.gh import provenance
 from precisionbot.results import CHECK_NAMES, CheckResult, EngineInfo, RunResult
+
+if TYPE_CHECKING:
+    from precisionbot.engines.checkout import Checkout
 
 DEFAULT_OUT = "precisionbot-out"
 DEFAULT_SUITE = "consistency"
@@ -177,11 +180,7 @@ def _model(config: Config, args: argparse.Namespace) -> ModelConfig | None:
 def open_engine(config: Config, args: argparse.Namespace, model: ModelConfig | None, log_dir: Path) -> Iterator[Any]:
     """The engine the flags and config select; closed (and stopped, if we started it) on exit."""
     e = config.engine
-    common: dict[str, Any] = {
-        "batch_size": e.batch_size,
-        "concurrency": e.concurrency,
-        "request_timeout_s": e.request_timeout_s,
-    }
+    common = client_options(config)
     builtin_flags = bool(args.fault or args.disable_radix_cache or builtin_flags_given(args))
     url = args.engine_url or (None if args.engine else e.url)
     mode = args.engine or ("url" if url else ("launch" if e.launch and e.kind != "builtin" else e.kind))
@@ -289,6 +288,36 @@ def _unusable(exc: EngineError, args: argparse.Namespace, config: Config) -> Eng
     return EngineError(f"the engine is not usable, no check ran: {first}; {fix}")
 
 
+def client_options(config: Config) -> dict[str, Any]:
+    """The client settings every engine kind takes from ``engine:`` in the config."""
+    e = config.engine
+    return {"batch_size": e.batch_size, "concurrency": e.concurrency, "request_timeout_s": e.request_timeout_s}
+
+
+@contextmanager
+def engine_at(config: Config, model: ModelConfig, checkout: Checkout, sha: str, log_dir: Path) -> Iterator[Any]:
+    """A client of the configured engine built (``engine.install``) and launched (``engine.launch``) at commit
+    ``sha`` of ``checkout``: how bisect starts each commit and the A/B its merge base. Stopped on exit."""
+    from precisionbot.engines.checkout import launched_at
+
+    e = config.engine
+    with (
+        launched_at(
+            checkout,
+            sha,
+            install_command=e.install,
+            launch=str(e.launch),
+            model=model.path,
+            tp=model.tp,
+            args=f"{e.args} {model.args}".strip(),
+            log_dir=log_dir,
+            health_timeout_s=e.health_timeout_s,
+        ) as url,
+        _client(e.kind, url, client_options(config)) as engine,
+    ):
+        yield engine
+
+
 @contextmanager
 def _client(kind: str, url: str, common: dict[str, Any]) -> Iterator[Any]:
     if kind == "openai":
@@ -386,7 +415,7 @@ def run(args: argparse.Namespace) -> int:
         from precisionbot.commands.merge_base import live_baseline
 
         stored = store
-        store, ab_meta, ab_wall = live_baseline(config, args, suite, model, out / "merge-base", _client)
+        store, ab_meta, ab_wall = live_baseline(config, args, suite, model, out / "merge-base", engine_at)
         ab = (stored, ab_meta, ab_wall)
     try:
         with open_engine(config, args, model, out) as engine:

@@ -15,9 +15,12 @@ import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precisionbot.config import Config, ModelConfig, SuiteConfig
+
+if TYPE_CHECKING:
+    from precisionbot.engines.checkout import Checkout
 
 
 def live_baseline(
@@ -26,14 +29,14 @@ def live_baseline(
     suite: SuiteConfig,
     model: ModelConfig | None,
     log_dir: Path,
-    client: Callable[[str, str, dict[str, Any]], AbstractContextManager[Any]],
+    engine_at: Callable[[Config, ModelConfig, Checkout, str, Path], AbstractContextManager[Any]],
 ) -> tuple[Any, Any, float]:
-    """The live store holding the merge base's run, that run's meta, and the seconds it took. ``client``
-    opens the engine client for a kind and URL (``check``'s own, so both engines are spoken to alike)."""
+    """The live store holding the merge base's run, that run's meta, and the seconds it took. ``engine_at``
+    builds, launches and opens the engine at a commit (``check``'s own, so both engines are spoken to alike)."""
     from precisionbot import corpus
     from precisionbot.baselines.store import open_store
     from precisionbot.checks.ab import record_merge_base
-    from precisionbot.engines.checkout import Checkout, launched_at
+    from precisionbot.engines.checkout import Checkout
     from precisionbot.errors import ConfigError
 
     e = config.engine
@@ -51,21 +54,7 @@ def live_baseline(
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     live = open_store(root)
     print(f"A/B: building and running merge-base {base[:12]} ({base_ref}) as the producer", file=sys.stderr)
-    common = {"batch_size": e.batch_size, "concurrency": e.concurrency, "request_timeout_s": e.request_timeout_s}
-    with (
-        launched_at(
-            checkout,
-            base,
-            install_command=e.install,
-            launch=e.launch,
-            model=model.path,
-            tp=model.tp,
-            args=f"{e.args} {model.args}".strip(),
-            log_dir=log_dir,
-            health_timeout_s=e.health_timeout_s,
-        ) as url,
-        client(e.kind, url, common) as engine,
-    ):
+    with engine_at(config, model, checkout, base, log_dir) as engine:
         meta, wall = record_merge_base(
             engine, config, suite, model, corpus.suite_documents(suite.corpus), live, commit=base
         )
