@@ -394,7 +394,7 @@ def run(args: argparse.Namespace) -> int:
     from precisionbot.baselines.store import open_store
     from precisionbot.checks.progress import TerminalProgress
     from precisionbot.checks.suite import run_suite
-    from precisionbot.report.diagnosis import diagnose
+    from precisionbot.report import ReportSection, findings
     from precisionbot.results.directory import write_result
 
     config = load_config_or_default(args.config)
@@ -465,8 +465,8 @@ def run(args: argparse.Namespace) -> int:
         if not started:
             write_result(out, result)  # so a report step can still say why
             raise _unusable(exc, args, config) from exc
-    localization = result.extra.get("localization")
-    result = result.with_diagnosis(diagnose(result.checks, engine=result.environment, localization=localization))
+    # The findings `report` will show for this directory (its previous run aside), localized op included.
+    result = result.with_diagnosis(findings(ReportSection(label=str(out), run=result)))
     if ab is not None and started:
         from precisionbot.checks.ab import ab_summary
 

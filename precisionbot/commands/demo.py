@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from precisionbot.commands.check import apply_overrides
     from precisionbot.config import Config
     from precisionbot.engines.builtin import BuiltinEngine
-    from precisionbot.report import ReportSection, diagnose, render_comment, render_summary
+    from precisionbot.report import ReportSection, findings, render_comment, render_summary
     from precisionbot.results import EngineInfo
     from precisionbot.results.directory import write_result
 
@@ -150,10 +150,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         faulty.close()
 
-    result = done.result.with_diagnosis(diagnose(done.result.checks, engine=done.result.environment))
+    label = f"builtin engine, PR fault: {pr}"
+    result = done.result.with_diagnosis(findings(ReportSection(label=label, run=done.result)))
     steps.step(f"writing the report to {out}/")
     write_result(out / "result", result, done.records)
-    section = ReportSection(label=f"builtin engine, PR fault: {pr}", run=result, records=done.records)
+    section = ReportSection(label=label, run=result, records=done.records)
     comment = render_comment([section])
     try:
         (out / "comment.md").write_text(comment, encoding="utf-8")

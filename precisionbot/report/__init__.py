@@ -3,6 +3,7 @@
 Public API (others call these)::
 
     diagnose(checks, *, baseline_stats=None, previous=None) -> tuple[Diagnosis, ...]
+    findings(section) -> tuple[Diagnosis, ...]   # what every output lists for one section
     render_comment(sections, *, max_chars=65_536, links=None, marker=COMMENT_MARKER) -> str
     render_summary(sections, *, max_bytes=1_000_000, links=None) -> str
     render_json(sections) -> str
@@ -13,6 +14,7 @@ Public API (others call these)::
 from __future__ import annotations
 
 from precisionbot.report.diagnosis import diagnose
+from precisionbot.report.findings import findings
 from precisionbot.report.render import (
     COMMENT_MARKER,
     comment_marker,
@@ -28,6 +30,7 @@ __all__ = [
     "ReportSection",
     "comment_marker",
     "diagnose",
+    "findings",
     "render_comment",
     "render_json",
     "render_summary",

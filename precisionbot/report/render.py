@@ -15,14 +15,13 @@ from typing import Any
 
 import jinja2
 
-from precisionbot.report.diagnosis import diagnose
+from precisionbot.report.findings import findings
 from precisionbot.report.view import (
     COMMENT_LEVELS,
     SUMMARY_DETAIL,
     Detail,
     ReportLinks,
     ReportSection,
-    baseline_stats_of,
     report_view,
     safe_url,
 )
@@ -160,7 +159,8 @@ def _shrink(template: str, sections: Sequence[ReportSection], limit: int, **kwar
 
 
 def render_json(sections: Sequence[ReportSection]) -> str:
-    """The same data as JSON: the combined verdict and, per section, its result (diagnosis recomputed)."""
+    """The same data as JSON: the combined verdict and, per section, its result with the findings the comment
+    shows (:func:`~precisionbot.report.findings.findings`, recomputed)."""
 
     out = {
         "schema": 1,
@@ -170,18 +170,7 @@ def render_json(sections: Sequence[ReportSection]) -> str:
                 "label": s.label,
                 "verdict": s.run.verdict.value,
                 "previous_verdict": None if s.previous is None else s.previous.verdict.value,
-                "result": json.loads(
-                    s.run.with_diagnosis(
-                        diagnose(
-                            s.run.checks,
-                            baseline_stats=baseline_stats_of(s),
-                            previous=s.previous,
-                            engine=s.run.environment,
-                        )
-                        if s.run.checks
-                        else s.run.diagnosis
-                    ).to_json()
-                ),
+                "result": json.loads(s.run.with_diagnosis(findings(s)).to_json()),
             }
             for s in sections
         ],

@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from precisionbot.report.buckets import BucketRow, bucket_rows
-from precisionbot.report.diagnosis import BaselineStats, diagnose, known_token_texts
+from precisionbot.report.diagnosis import BaselineStats, known_token_texts
 from precisionbot.report.escape import code_block_text, label_text, prose
-from precisionbot.report.golden import DepthRow, depth_rows, kl_line, zero_band
+from precisionbot.report.findings import compared_with, findings
+from precisionbot.report.golden import DepthRow, depth_rows, kl_line
 from precisionbot.report.heat_strip import LEGEND as STRIP_LEGEND
 from precisionbot.report.heat_strip import worst_strips
 from precisionbot.report.noise_words import noise_scale
@@ -124,42 +125,11 @@ class ReportView:
     """Why something was left out and where to find it, or empty."""
 
 
-def baseline_stats_of(section: ReportSection) -> BaselineStats | None:
-    """What "vs baseline" compares with: the section's own, else ``run.baseline["stats"]``, else the golden
-    check's noise band (its KL p99 is what two known-good builds differ by)."""
-    return _baseline(section)[0]
-
-
-def _baseline(section: ReportSection) -> tuple[BaselineStats | None, str]:
-    """The stats "vs baseline" compares with, and what to call them in a cell (``baseline`` or ``band``)."""
-    if section.baseline_stats is not None:
-        return section.baseline_stats, "baseline"
-    stats = (section.run.baseline or {}).get("stats")
-    if isinstance(stats, Mapping) and stats and all(isinstance(v, Mapping) for v in stats.values()):
-        return stats, "baseline"
-    golden = section.run.check("golden")
-    band = golden.stats.get("band") if golden is not None else None
-    # A zero band (producers bit-identical) holds a floor, not a measurement: nothing to compare with.
-    if isinstance(band, Mapping) and isinstance(band.get("kl_p99"), (int, float)) and not zero_band(band):
-        return {"golden": {"kl_p99": float(band["kl_p99"])}}, "band"
-    return None, "baseline"
-
-
 def section_view(section: ReportSection, detail: Detail) -> SectionView:
     run = section.run
-    base, base_word = _baseline(section)
+    base, base_word = compared_with(section)
     texts = known_token_texts(run.checks)
-    diag = (
-        diagnose(
-            run.checks,
-            baseline_stats=base,
-            previous=section.previous,
-            engine=run.environment,
-            localization=run.extra.get("localization"),
-        )
-        if run.checks
-        else run.diagnosis
-    )
+    diag = findings(section)
     worst, omitted = (
         worst_rows(run.checks, detail.worst_rows, texts, passing=detail.worst_passing) if detail.details else ((), 0)
     )

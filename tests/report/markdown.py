@@ -92,3 +92,30 @@ def raw_cell_counts(markdown: str) -> list[list[int]]:
 def rendered_text(markdown: str) -> str:
     """All text a reader sees (inline content of every block), one block per line."""
     return "\n".join(_text(tok) for tok in parser().parse(markdown) if tok.type == "inline")
+
+
+def list_after(markdown: str, lead: str) -> list[str]:
+    """The text of each item of the first bullet list after the paragraph that reads ``lead`` (empty when
+    there is none): what a reader sees under a heading such as **What it points to**."""
+    tokens = parser().parse(markdown)
+    start = next(
+        (i for i, tok in enumerate(tokens) if tok.type == "inline" and _text(tok) == lead),
+        None,
+    )
+    if start is None:
+        return []
+    items: list[str] = []
+    depth = 0
+    for i in range(start + 1, len(tokens)):
+        tok = tokens[i]
+        if tok.type == "bullet_list_open":
+            depth += 1
+        elif tok.type == "bullet_list_close":
+            depth -= 1
+            if depth == 0:
+                break
+        elif tok.type == "inline" and depth == 1:
+            items.append(_text(tok))
+        elif depth == 0 and tok.type == "paragraph_open":
+            break  # another paragraph first: no list follows the lead
+    return items
