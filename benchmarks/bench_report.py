@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from precisionbot.report import render_comment, render_json, render_summary
-from precisionbot.report.view import ReportSection
+from precisionbot.report.section import ReportSection
 from tests.report import scenarios
 
 

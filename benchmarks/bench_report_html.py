@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from precisionbot.report.html import render_html
-from precisionbot.report.view import ReportSection
+from precisionbot.report.section import ReportSection
 from precisionbot.results import PositionRecord
 from tests.report import html_scenarios, scenarios
 

@@ -22,7 +22,8 @@ from precisionbot.report.render import (
     render_json,
     render_summary,
 )
-from precisionbot.report.view import ReportLinks, ReportSection
+from precisionbot.report.section import ReportSection
+from precisionbot.report.view import ReportLinks
 
 __all__ = [
     "COMMENT_MARKER",

@@ -14,14 +14,11 @@ Pure: a section in, :class:`~precisionbot.results.Diagnosis` tuples out; no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from precisionbot.report.diagnosis import BaselineStats, diagnose
 from precisionbot.report.golden import zero_band
+from precisionbot.report.section import ReportSection
 from precisionbot.results import Diagnosis
-
-if TYPE_CHECKING:  # view.py builds on these findings; a runtime import would be circular
-    from precisionbot.report.view import ReportSection
 
 
 def findings(section: ReportSection) -> tuple[Diagnosis, ...]:

@@ -26,7 +26,8 @@ from precisionbot.report.chart_data import section_figures
 from precisionbot.report.chart_svg import Chart, section_charts
 from precisionbot.report.escape import markdown_plain
 from precisionbot.report.render import _load
-from precisionbot.report.view import Detail, ReportLinks, ReportSection, SectionView, report_view
+from precisionbot.report.section import ReportSection
+from precisionbot.report.view import Detail, ReportLinks, SectionView, report_view
 from precisionbot.results import Verdict
 
 HTML_DETAIL = Detail(worst_rows=25, strips=0, strips_passing=True)

@@ -13,8 +13,9 @@ from typing import TextIO
 from precisionbot.config import ThresholdsConfig
 from precisionbot.errors import ConfigError, DataError
 from precisionbot.gh.workflow import log_text
+from precisionbot.report.section import ReportSection
 from precisionbot.report.verify import verify_run
-from precisionbot.report.view import ReportLinks, ReportSection
+from precisionbot.report.view import ReportLinks
 from precisionbot.results import CheckResult, EngineInfo, RunResult, Verdict
 from precisionbot.results.directory import read_records, read_result
 

@@ -16,12 +16,12 @@ from typing import Any
 import jinja2
 
 from precisionbot.report.findings import findings
+from precisionbot.report.section import ReportSection
 from precisionbot.report.view import (
     COMMENT_LEVELS,
     SUMMARY_DETAIL,
     Detail,
     ReportLinks,
-    ReportSection,
     report_view,
     safe_url,
 )

@@ -6,11 +6,11 @@ Templates (``templates/*.md.j2``) do layout only; they receive a :class:`ReportV
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from precisionbot.report.buckets import BucketRow, bucket_rows
-from precisionbot.report.diagnosis import BaselineStats, known_token_texts
+from precisionbot.report.diagnosis import known_token_texts
 from precisionbot.report.escape import code_block_text, label_text, prose
 from precisionbot.report.findings import compared_with, findings
 from precisionbot.report.golden import DepthRow, depth_rows, kl_line
@@ -27,7 +27,8 @@ from precisionbot.report.rows import (
     legend,
     worst_rows,
 )
-from precisionbot.results import PositionRecord, RunResult, Verdict
+from precisionbot.report.section import ReportSection
+from precisionbot.results import Verdict
 
 
 @dataclass(frozen=True)
@@ -42,20 +43,6 @@ class ReportLinks:
     """The job summary, when it has its own address."""
     report_url: str | None = None
     """The HTML report with the charts (``report --format html``), e.g. its uploaded artifact."""
-
-
-@dataclass(frozen=True)
-class ReportSection:
-    """One result directory's worth of report: a (model, config) cell of a matrix, or the whole run."""
-
-    label: str
-    run: RunResult
-    previous: RunResult | None = None
-    """The previous run on the same PR, for "since the previous run"."""
-    baseline_stats: BaselineStats | None = None
-    """Per check, the baseline run's own stats; None = ``run.baseline["stats"]`` when it is there."""
-    records: Mapping[str, PositionRecord] = field(default_factory=dict)
-    """Per-position arrays by check name (the result directory's ``.npz`` files), for the heat strips."""
 
 
 @dataclass(frozen=True)
