@@ -2,6 +2,9 @@
 
 Selection (as SGLang's nightly store, minus its racy manifest): among runs of the same model and signature,
 the newest whose label is not ``failed``. Failed runs are kept as evidence and listed, never selected.
+"Newest" is the time parsed from the run id (``record.run_id_time``), never the id as a string; a key whose
+run id is not canonical was not written by precisionbot (``write_run`` and ``baseline publish`` refuse one)
+and is neither listed nor selected, like a run without ``meta.json``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from precisionbot.baselines.record import (
     encode_arrays,
     encode_meta,
     model_key,
+    run_id_time,
     sha256_hex,
 )
 from precisionbot.baselines.store import Store
@@ -32,6 +36,7 @@ from precisionbot.errors import StoreError
 def write_run(store: Store, meta: RunMeta, arrays: Mapping[str, Arrays]) -> RunMeta:
     """Write each ``name → arrays`` as ``<name>.npz``, then ``meta.json`` with their sha256. Returns the meta
     as stored. Nothing existing is touched: every key is new (create-only)."""
+    run_id_time(meta.run_id)
     if meta.label not in LABELS:
         raise StoreError(f"run label {meta.label!r} is not one of {', '.join(LABELS)}")
     files: dict[str, Mapping[str, Any]] = {}
@@ -50,8 +55,16 @@ def _meta_keys(store: Store, prefix: str) -> list[str]:
 
 
 def _newest_first(keys: list[str]) -> list[str]:
-    # <model>/<signature>/<date>/<run-id>/meta.json: run ids start with a UTC timestamp.
-    return sorted(keys, key=lambda k: k.split("/")[3], reverse=True)
+    """``<model>/<signature>/<date>/<run-id>/meta.json`` keys of canonical run ids, newest first by the time
+    parsed from the id (then the id, for a stable order between runs of the same microsecond)."""
+    dated = []
+    for key in keys:
+        run_id = key.split("/")[3]
+        try:
+            dated.append((run_id_time(run_id), run_id, key))
+        except StoreError:
+            continue  # not a run precisionbot wrote (see the module docstring)
+    return [key for *_, key in sorted(dated, reverse=True)]
 
 
 def list_runs(store: Store, model: str | None = None, signature: str | None = None) -> list[RunMeta]:

@@ -2,8 +2,11 @@
 
 Layout in the store: ``<model>/<signature>/<YYYY-MM-DD>/<run-id>/{<name>.npz..., meta.json}``. The arrays
 are written first and ``meta.json`` last, so a run without ``meta.json`` is incomplete and never listed.
-Run ids start with a UTC timestamp (microseconds) and end in random hex, so they sort by time and two
-recorders never pick the same one.
+Run ids start with a UTC timestamp (microseconds) and end in random hex, so two recorders never pick the same
+one. Only the canonical shape :func:`new_run_id` writes is a run id (:func:`run_id_time` parses it strictly):
+the newest run is the selected baseline, so an id that a lenient parser reads as one date while it sorts as
+a string after every real one (``202691T0000000Z-...``: September 2026 to ``strptime``, newer than any
+``2026...`` id as text) would stay the baseline for good.
 """
 
 from __future__ import annotations
@@ -121,6 +124,29 @@ def model_key(model: str) -> str:
 def new_run_id(now: datetime, producer: str) -> str:
     stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     return f"{stamp}-{model_key(producer)[:24]}-{uuid.uuid4().hex[:8]}"
+
+
+RUN_ID = re.compile(r"(?P<stamp>[0-9]{8}T[0-9]{12}Z)-(?P<producer>[A-Za-z0-9._+=-]{1,24})-(?P<nonce>[0-9a-f]{8})")
+"""What :func:`new_run_id` writes: 20 digits of UTC time (``YYYYMMDDTHHMMSSffffffZ``), the producer's key
+(at most 24 characters of a :func:`model_key`), 8 hex digits."""
+
+
+def run_id_time(run_id: str) -> datetime:
+    """The UTC time a canonical run id starts with; ``StoreError`` naming the id otherwise.
+
+    The shape first (:data:`RUN_ID`, in full), then the calendar: ``strptime`` alone takes one-digit months,
+    days and hours, so it dates ``202691T0000000Z`` to 2026-09-01. With exactly 8 + 12 digits every field must
+    take its full width, and ``strptime`` then only checks that each is in range (month 13, February 30)."""
+    match = RUN_ID.fullmatch(run_id)
+    if match is None:
+        raise StoreError(
+            f"run id {run_id!r} is not of the form YYYYMMDDTHHMMSSffffffZ-<producer>-<8 hex> that "
+            "`baseline record` writes: not a run precisionbot recorded"
+        )
+    try:
+        return datetime.strptime(match["stamp"], "%Y%m%dT%H%M%S%fZ").replace(tzinfo=timezone.utc)
+    except ValueError as exc:
+        raise StoreError(f"run id {run_id!r} does not start with a valid UTC time ({exc})") from exc
 
 
 def now_utc() -> datetime:

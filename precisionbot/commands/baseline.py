@@ -92,6 +92,22 @@ def register(subparsers: Any) -> None:
     pub.add_argument("staging", nargs="+", metavar="DIR", help="staging stores written by `baseline record --store`")
     add_store_option(pub, help="the real store (default: baselines.store in the config)")
     pub.add_argument("--config", metavar="FILE", help="precisionbot YAML config")
+    plan = pub.add_argument_group(
+        "the plan", "what the runs must be (the plan's outputs): anything else is refused and nothing is written"
+    )
+    plan.add_argument("--sha", required=True, metavar="SHA", help="the commit the runs were recorded at (sha)")
+    plan.add_argument(
+        "--models",
+        required=True,
+        metavar="NAME,...",
+        help="the model of each matrix cell, comma-separated: exactly one run per cell",
+    )
+    plan.add_argument(
+        "--mode", choices=("baseline", "accept"), default="baseline", help="accept: every run accepts --pr at --sha"
+    )
+    plan.add_argument(
+        "--pr", type=int, metavar="N", help="--mode accept: the accepted PR (ignored otherwise: the plan's pr output)"
+    )
     pub.set_defaults(handler=_publish)
 
     lst = sub.add_parser("list", help="list the runs in a store, newest first")
@@ -309,17 +325,27 @@ class GoldenProgress:
 
 def _publish(args: argparse.Namespace) -> int:
     from precisionbot.baselines import now_utc, open_store
-    from precisionbot.baselines.publish import check_staged, publish
+    from precisionbot.baselines.publish import Plan, check_plan, check_staged, write_checked
     from precisionbot.config import load_config_or_default
+    from precisionbot.errors import ConfigError
 
+    accepting = args.mode == "accept"
+    if accepting and args.pr is None:
+        raise ConfigError("--mode accept needs --pr N: the PR whose numbers were accepted")
+    models = tuple(name.strip() for name in args.models.split(","))
+    if not all(models):
+        raise ConfigError(f"--models {args.models!r}: give each matrix cell's model, comma-separated")
+    # A `/precision baseline` run names the PR it was asked on too: only an accept carries its record.
+    plan = Plan(commit=args.sha, models=models, accepted_pr=args.pr if accepting else None)
     config = load_config_or_default(args.config)
     target = open_store(_store_uri(args, config))
     stages = [_existing_store(path) for path in args.staging]
     now = now_utc()
-    for stage in stages:
-        check_staged(stage, now)  # every staging store verified before the first write
-    for stage in stages:
-        for meta in publish(stage, target, now):
+    # Every staging store verified, and all of them together against the plan, before the first write.
+    staged = [check_staged(stage, now) for stage in stages]
+    check_plan([run for runs in staged for run in runs], plan)
+    for runs in staged:
+        for meta in write_checked(runs, target):
             print(f"published {meta.run_id} ({meta.label}, model {meta.model}) to {target.uri}/{meta.prefix}")
     return 0
 

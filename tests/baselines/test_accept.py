@@ -83,7 +83,12 @@ def test_a_staged_accept_names_the_baseline_of_the_store_it_is_published_to(
 
     assert main([*staged, "--store", str(tmp_path / "stage"), "--replaces-from"]) == 0
     assert "replaces " + first.run_id in capsys.readouterr().out
-    assert main(["baseline", "publish", str(tmp_path / "stage"), "--config", str(config)]) == 0
+    publish = ["baseline", "publish", str(tmp_path / "stage"), "--config", str(config), "--sha", "b" * 40]
+    plan = [*publish, "--models", first.model, "--mode", "accept"]
+    # Only the plan's accept is published: the staged run accepts PR #12, not #13, and nothing is written.
+    assert main([*plan, "--pr", "13"]) == 3
+    assert "accepts PR #12" in capsys.readouterr().err and len(list_runs(open_store(str(store)))) == 1
+    assert main([*plan, "--pr", "12"]) == 0
     newest = list_runs(open_store(str(store)))[0]
     audit = accepted(newest)
     assert audit is not None and audit["replaces"]["run_id"] == first.run_id and audit["pr"] == 12
