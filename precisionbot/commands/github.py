@@ -1,4 +1,4 @@
-"""``precisionbot github plan`` and ``precisionbot github comment``: the composition root of the GitHub side.
+"""``precisionbot github plan``, ``github comment`` and ``github bisect-comment``: the GitHub side's composition root.
 
 ``main``-style handlers read the environment once into :class:`ActionEnv`, build the real adapter
 (PyGithub) and call ``plan_action`` / ``comment_action``, which take everything as arguments (tests pass a
@@ -87,7 +87,9 @@ class ActionEnv:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("github", help="the GitHub side: plan (the gate) and comment (sticky comment)")
+    parser = subparsers.add_parser(
+        "github", help="the GitHub side: plan (the gate), comment (sticky comment), bisect-comment"
+    )
     sub = parser.add_subparsers(dest="github_command", metavar="ACTION")
     sub.required = True
     plan = sub.add_parser("plan", help="apply the gate to the GitHub event; write run/sha/pr/suite/matrix/reason")
@@ -105,6 +107,19 @@ def register(subparsers: Any) -> None:
         "only while it is still the PR's head",
     )
     comment.set_defaults(handler=_comment)
+    bisect = sub.add_parser(
+        "bisect-comment",
+        help="render the /precision bisect comment from each DIR/bisect.json and upsert it (one per PR)",
+        description="Reads DIR/bisect.json of each matrix cell (written by `precisionbot bisect --out` on the GPU "
+        "runner: untrusted), validates it, renders one escaped comment and upserts it under its own marker. "
+        "Exit 0 every cell named one commit, 2 otherwise, 3 when GitHub refuses.",
+    )
+    bisect.add_argument(
+        "dirs", nargs="*", metavar="DIR", help="the cells' result folders (none: a 'no result' comment)"
+    )
+    bisect.add_argument("--pr", type=_pr_number, help="PR number (default: from the event)")
+    bisect.add_argument("--sha", type=_full_sha, help="the plan's pinned commit: each bisect's bad end must be it")
+    bisect.set_defaults(handler=_bisect_comment)
 
 
 def _full_sha(text: str) -> str:
@@ -149,6 +164,17 @@ def _comment(args: Any) -> int:
     trusted = config_digest(args.config or env.config_path)
     return comment_action(
         env, config, api, args.dirs, pr=args.pr, suite=args.suite, trusted_config=trusted, sha=args.sha
+    )
+
+
+def _bisect_comment(args: Any) -> int:
+    from precisionbot.commands.github_bisect import bisect_comment_action
+
+    env = ActionEnv.from_mapping(os.environ)
+    api = _connect(env) if env.token and env.repository else None
+    pr = args.pr if args.pr is not None else _pr_from_event(env)
+    return bisect_comment_action(
+        api, args.dirs, pr=pr, sha=args.sha, run_url=env.run_url, step_summary=env.step_summary, output=env.output
     )
 
 

@@ -28,6 +28,9 @@ class PullInfo:
     merged: bool = False
     """Merged into its base (``state`` is then ``closed``): what ``/precision accept`` waits for."""
     merge_commit_sha: str | None = None
+    base_ref: str | None = None
+    """The branch the PR targets (``base.ref``): ``/precision accept`` takes only merges into the default
+    branch."""
 
     @property
     def is_fork(self) -> bool:
@@ -86,6 +89,12 @@ class GitHubApi(Protocol):
         ...
 
     def branch_head(self, branch: str) -> str: ...
+
+    def compare(self, base: str, head: str) -> str:
+        """GitHub's comparison of two commits (``GET compare/{base}...{head}``): ``identical``, ``ahead`` (head
+        has commits base lacks, none the other way), ``behind`` (head is an ancestor of base) or
+        ``diverged``."""
+        ...
 
     def open_pulls(self, head: str) -> list[PullInfo]:
         """This repository's open PRs whose head is ``owner:branch`` (fork heads included, unlike the

@@ -19,17 +19,28 @@ person with the ``rerun`` role (precisionbot.gh.approval): the label or the comm
 the review's ``commit_id`` says which commit someone read. A fast-forward push between the review and the
 label leaves a head nobody approved, and the run is refused.
 
-The bot stays silent for people without the ``rerun`` role: no reaction, no reply (each would be a comment
-an outsider can make the bot write); the reason is in the log only.
+People without the ``rerun`` role get one 😕 reaction on their command and nothing else: a reply would be a
+comment an outsider can make the bot write (with whatever it quotes), while a reaction is one per comment
+(GitHub keeps one of each kind per user), notifies nobody and quotes nothing, yet tells a refusal from a bot
+that is down. The reason is in the log.
+
+A fork-label run refused because nobody approved the head in a review gets one reply, to the person who
+added the label (the ``rerun`` role: an outsider cannot cause it), naming the head; its :attr:`Decision.reply_marker`
+is keyed by that SHA, so adding the label again on the same head does not repeat it.
 
 Baseline mode (recording golden baselines) only ever runs on the default branch's code, for the
 ``permissions.baseline`` role: ``/precision baseline``, a push to the default branch, the schedule (which
 GitHub runs on the default branch), and ``workflow_dispatch`` of the baseline suite *from the default
-branch* by someone with that role.
+branch* by someone with that role. ``/precision accept`` too: the PR must be merged, into the default branch
+(its ``base.ref``), and its merge commit must still be in that branch's history (GitHub's compare of the
+branch head with the merge commit says ``behind`` or ``identical``). Merged alone is not enough: a writer
+can merge a PR into a branch of their own, a backport merges into a release branch, and a force-push can
+drop a merge from the default branch; each merge commit's numbers would become main's golden baseline.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -46,6 +57,7 @@ from precisionbot.gh.slash import USAGE, Malformed, SlashCommand, parse_command
 PR_ACTIONS = ("opened", "synchronize", "reopened", "labeled")
 EYES, ROCKET, CONFUSED = "eyes", "rocket", "confused"
 FULL_SHA_LENGTH = 40
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,8 @@ class Needs:
     permission_of: str | None = None
     commit_date: bool = False
     default_head: bool = False
+    merge_in_default: bool = False
+    """accept: compare the PR's merge commit with the default branch's head (when it merged into that branch)."""
     workflow_run: bool = False
     """Find the PR of a consumed run, its issue events, then what its ``pull_request`` rules need."""
     reviews: bool = False
@@ -74,6 +88,9 @@ class Facts:
     permission: str | None = None
     head_committed_at: datetime | None = None
     default_head: str | None = None
+    merge_status: str | None = None
+    """accept: GitHub's compare status of the default branch's head (base) with the PR's merge commit (head):
+    ``behind`` or ``identical`` when the merge commit is in the branch's history."""
     run_pulls: tuple[PullInfo, ...] = ()
     """workflow_run: the open PRs found for the run's head, as GitHub reports them now."""
     run_events: tuple[IssueEvent, ...] = ()
@@ -104,6 +121,9 @@ class Decision:
     accept_reason: str = ""
     """mode ``accept``: why the numbers changed, and who accepted them (``accepted_by``)."""
     accepted_by: str = ""
+    reply_marker: str = ""
+    """When set, ``reply`` is posted only if no comment of ours carries this marker yet (a reply that must not
+    repeat: the fork head that needs a review, keyed by its SHA)."""
 
 
 def _skip(reason: str) -> Decision:
@@ -134,7 +154,11 @@ def needs(event: Event, config: Config, bot_login: str) -> Needs:
             return Needs(command=command, permission_of=event.comment_user)
         if command.verb == "baseline":
             return Needs(command=command, permission_of=event.comment_user, default_head=True)
-        if command.verb in ("accept", "bisect"):
+        if command.verb == "accept":
+            return Needs(
+                command=command, permission_of=event.comment_user, pull=True, default_head=True, merge_in_default=True
+            )
+        if command.verb == "bisect":
             return Needs(command=command, permission_of=event.comment_user, pull=True)
         return Needs(command=command, permission_of=event.comment_user, pull=True, commit_date=True, reviews=True)
     if event.name == "workflow_dispatch":
@@ -227,7 +251,8 @@ def _pull_request(event: Event, facts: Facts, config: Config) -> Decision:
         if event.is_fork:
             approver = approved_by(facts, sha, gh.permissions.rerun)
             if approver is None:
-                return _skip(_unreviewed(sha, gh.permissions.rerun, f"add the {gh.fork_label!r} label again"))
+                refusal = _skip(_unreviewed(sha, gh.permissions.rerun, f"add the {gh.fork_label!r} label again"))
+                return _tell_labeller(refusal, event, config)
             reason += f", head approved by {approver} in a review of that commit"
         decision = _run(config, suite, sha, pr, reason)
         return _skip(_POOL_REFUSAL) if event.is_fork and _on_pool(decision) else decision
@@ -281,6 +306,29 @@ def _unreviewed(head: str, role: str, then: str) -> str:
     )
 
 
+UNREVIEWED_MARKER = "<!-- precisionbot:unreviewed head={sha} -->"
+"""The fork-label refusal's marker: one reply per head SHA (a hex commit id, so the marker stays one comment)."""
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}")
+"""A GitHub user login: the only text of the reply that is not ours, so anything else is not mentioned."""
+
+
+def _tell_labeller(refusal: Decision, event: Event, config: Config) -> Decision:
+    """The refusal of a fork-label run for want of a review, answered to the labeller on the PR: a maintainer
+    who added the label otherwise sees nothing happen. Mentions only their login (dropped unless it is a
+    valid one), names the head and says what to do; the marker keys it by the head so it is said once."""
+    sha, gh = event.head_sha or "", config.github
+    if event.pr is None or not _SHA.fullmatch(sha):
+        return refusal
+    lead = f"@{event.sender}: this PR" if event.sender and _LOGIN.fullmatch(event.sender) else "This PR"
+    label = gh.fork_label.replace("`", "ˋ")
+    reply = (
+        f"😕 {lead} comes from a fork and nobody with the **{gh.permissions.rerun}** role approved its "
+        f"head `{sha}` in a review, so the `{label}` label did not start a run. Review that commit (approve it "
+        "in GitHub's review), then add the label again: the run takes only the commit someone approved."
+    )
+    return replace(refusal, pr=event.pr, reply=reply, reply_marker=UNREVIEWED_MARKER.format(sha=sha))
+
+
 def _refuse(reason: str, reply: str, usage: bool = False) -> Decision:
     body = reply + ("\n\n" + USAGE if usage else "")
     return Decision(run=False, reason=reason, reactions=(EYES, CONFUSED), reply=body)
@@ -298,11 +346,12 @@ def _comment(event: Event, facts: Facts, config: Config) -> Decision:
         return _skip("comment is not a /precision command")
     gh = config.github
     if not _allowed(facts.permission, gh.permissions.rerun):
-        # Silent: a reaction or a reply would let anyone make the bot write on any PR.
-        return _skip(
+        # 😕 and nothing more: a reply would let anyone make the bot write (and quote) on any PR.
+        refusal = _skip(
             f"{event.comment_user} ({facts.permission or 'none'}) lacks the {gh.permissions.rerun} role: "
-            "/precision commands from them are ignored without a reply"
+            "/precision commands from them get a 😕 reaction and no reply"
         )
+        return replace(refusal, reactions=(CONFUSED,))
     if isinstance(command, Malformed):
         return _refuse("malformed command", f"😕 {command.problem}.", usage=True)
     if command.verb == "help":
@@ -337,15 +386,35 @@ def _baseline(event: Event, facts: Facts, config: Config, command: SlashCommand)
     return replace(decision, reply=_pinned(decision))
 
 
+MERGED_IN = ("behind", "identical")
+"""Compare statuses of (default branch head ... merge commit) that put the merge commit in the branch's history."""
+
+
 def _accept(event: Event, facts: Facts, config: Config, command: SlashCommand) -> Decision:
-    """Record the merged commit's numbers as the new baseline, with the audit record: only once merged (the
-    numbers of an unmerged head would become the reference of code the default branch never ran)."""
+    """Record the merged commit's numbers as the new baseline, with the audit record: only once merged into
+    the default branch and still in its history (the numbers of any other commit would become the reference
+    of code the default branch never ran; see the module docstring)."""
     pull = facts.pull
     assert pull is not None, "needs() asks for the pull on accept"
     if not pull.merged or not pull.merge_commit_sha:
         return _refuse(
             "PR not merged",
             "😕 `/precision accept` records a merged PR's numbers as the new baseline: merge it, then comment again.",
+        )
+    default = event.default_branch
+    if not default or pull.base_ref != default:
+        into, main = pull.base_ref or "an unknown branch", default or "the default branch"
+        return _refuse(
+            f"PR #{pull.number} merged into {into}, not {main}",
+            f"😕 PR #{pull.number} was merged into `{into}`, not `{main}`: only merges into {main} may be accepted.",
+        )
+    if facts.merge_status not in MERGED_IN:
+        head = facts.default_head or "unknown"
+        return _refuse(
+            f"merge commit {pull.merge_commit_sha} is not in {default}'s history ({facts.merge_status})",
+            f"😕 The merge commit `{pull.merge_commit_sha}` of PR #{pull.number} is not in the history of "
+            f"`{default}` (at `{head}`; GitHub compares them as {facts.merge_status or 'unknown'}): only a "
+            f"merge that {default} still contains may be accepted.",
         )
     reason = f"/precision accept by {event.comment_user}"
     decision = _run(config, config.github.baseline_suite, pull.merge_commit_sha, pull.number, reason, command.models)

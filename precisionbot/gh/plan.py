@@ -18,6 +18,7 @@ from precisionbot.gh.approval import approvers
 from precisionbot.gh.event import Event
 from precisionbot.gh.gate import Decision, Facts, Needs, decide, needs
 from precisionbot.gh.paths import first_match
+from precisionbot.gh.sticky import post_once
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,20 @@ def gather(event: Event, api: GitHubApi, config: Config, bot_login: str, need: N
         reviews = tuple(api.reviews(pr))
         wanted = approvers(reviews, fork_head)[-MAX_REVIEWERS:]
         roles = tuple((user, api.permission(user)) for user in wanted)
+    default_head = api.branch_head(event.default_branch or "main") if need.default_head else None
+    merge_status = None
+    # Only for a merge into the default branch: the gate refuses any other on its base alone.
+    merged = pull is not None and pull.merged and pull.base_ref == event.default_branch
+    if need.merge_in_default and merged and pull and pull.merge_commit_sha and default_head:
+        merge_status = api.compare(default_head, pull.merge_commit_sha)
     return Facts(
         bot_login=bot_login,
         matched_path=first_match(api.changed_files(pr), config.github.paths) if need.files else None,
         pull=pull,
         permission=permission,
         head_committed_at=api.commit_date(pull.head_sha) if need.commit_date and pull else None,
-        default_head=api.branch_head(event.default_branch or "main") if need.default_head else None,
+        default_head=default_head,
+        merge_status=merge_status,
         reviews=reviews,
         reviewer_permissions=roles,
     )
@@ -99,5 +107,8 @@ def run_plan(event: Event, api: GitHubApi, config: Config) -> PlanOutcome:
             courtesy(f"react {content}", functools.partial(api.react, event.comment_id, content))
     where = event.pr if event.pr is not None else decision.pr  # workflow_run: the PR the consumer found
     if decision.reply and where is not None:
-        courtesy("reply", lambda: api.create_comment(where, decision.reply or ""))
+        if decision.reply_marker:  # said once: not again for the same head, however often it is asked
+            courtesy("reply", lambda: post_once(api, where, decision.reply or "", decision.reply_marker))
+        else:
+            courtesy("reply", lambda: api.create_comment(where, decision.reply or ""))
     return PlanOutcome(decision, tuple(warnings))

@@ -106,6 +106,11 @@ class RestGitHub:
         data = self._get(f"GET branches/{branch}", f"/branches/{branch}")
         return str(data["commit"]["sha"])
 
+    def compare(self, base: str, head: str) -> str:
+        # per_page=1: only the status is read; the commit list it also pages through can run to 250 entries.
+        path = f"/compare/{urllib.parse.quote(base, safe='')}...{urllib.parse.quote(head, safe='')}?per_page=1"
+        return str(self._get(f"GET compare/{base}...{head}", path)["status"])
+
     def open_pulls(self, head: str) -> list[PullInfo]:
 
         query = urllib.parse.urlencode({"state": "open", "head": head, "per_page": 100})
@@ -198,6 +203,7 @@ def _pull_info(data: dict[str, Any]) -> PullInfo:
         state=str(data.get("state", "open")),
         merged=data.get("merged") is True or bool(data.get("merged_at")),
         merge_commit_sha=str(data["merge_commit_sha"]) if data.get("merge_commit_sha") else None,
+        base_ref=str(data["base"]["ref"]) if data["base"].get("ref") else None,
     )
 
 

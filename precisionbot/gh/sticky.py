@@ -76,3 +76,12 @@ def upsert_comment(api: GitHubApi, pr: int, body: str, marker: str = DEFAULT_MAR
         except GitHubError:
             pass  # a leftover duplicate is untidy, not wrong: the next run tries again
     return Upserted(updated, created=False, removed_duplicates=removed)
+
+
+def post_once(api: GitHubApi, pr: int, body: str, marker: str) -> Comment | None:
+    """Post ``body`` (with ``marker`` first) unless a comment of ours already carries ``marker``; returns the
+    new comment, or None when there was one. For replies that must not repeat (one per refused head,
+    however often the refused request is repeated): the marker names what the reply is about."""
+    if find_ours(api, pr, marker):
+        return None
+    return api.create_comment(pr, fit_comment(body if marker in body else f"{marker}\n{body}"))

@@ -203,9 +203,14 @@ def test_consumer(event: Event, fact: Facts, expected: dict[str, Any], request: 
     for key, value in expected.items():
         assert getattr(decision, key) == value, key
     assert decision.reactions == ()  # nothing to react to: no comment started it
-    # A fork's run answers the person who labelled it with the commit it runs; automatic runs say nothing.
+    # A fork's run answers the person who labelled it with the commit it runs, and a fork label refused for
+    # want of an approving review tells them which head needs one (once per head); automatic runs say nothing.
     pinned = f"🚀 Running suite `pr` (check) on commit `{HEAD}`."
-    assert decision.reply == (pinned if decision.run and event.is_fork else None)
+    if decision.reply_marker:
+        assert not decision.run and "approved its head" in decision.reason and decision.pr == 7
+        assert decision.reply and decision.reply.startswith("😕 @carol: ") and f"`{HEAD}`" in decision.reply
+    else:
+        assert decision.reply == (pinned if decision.run and event.is_fork else None)
     if decision.run:
         assert decision.reason.startswith("PR #7 run 42 (") and decision.mode == "check"
 

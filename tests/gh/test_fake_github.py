@@ -89,3 +89,26 @@ def test_check_runs(fake_github: FakeGitHub) -> None:
     run.edit(status="completed", conclusion="success", output={"title": "ok", "summary": "fine"})
     (stored,) = fake_github.check_runs()
     assert stored["conclusion"] == "success" and stored["head_sha"] == "a" * 40
+
+
+def test_compare_answers_as_github_does_through_pygithub(fake_github: FakeGitHub) -> None:
+    """``compare/{base}...{head}``: ahead = head has commits base lacks; behind = head is an ancestor of base."""
+    fake_github.add_pull(7, head_sha="1" * 40)
+    fake_github.add_commit("1" * 40, parents=["d" * 40])
+    fake_github.merge_pull(7, "2" * 40)  # main: d -> merge(d, 1)
+    fake_github.add_commit("3" * 40, parents=["d" * 40])  # a branch off main's old head
+    repo = client(fake_github).get_repo("acme/engine")
+    assert repo.get_branch("main").commit.sha == "2" * 40
+    assert repo.get_pull(7).merged and repo.get_pull(7).merge_commit_sha == "2" * 40
+    cases = {
+        ("main", "2" * 40): ("identical", 0, 0),
+        ("main", "1" * 40): ("behind", 0, 1),
+        ("1" * 40, "main"): ("ahead", 1, 0),
+        ("main", "3" * 40): ("diverged", 1, 2),
+    }
+    for (base, head), (status, ahead_by, behind_by) in cases.items():
+        comparison = repo.compare(base, head)
+        assert (comparison.status, comparison.ahead_by, comparison.behind_by) == (status, ahead_by, behind_by)
+    assert repo.compare("main", "3" * 40).merge_base_commit.sha == "d" * 40
+    with pytest.raises(github.UnknownObjectException):
+        repo.compare("main", "9" * 40)

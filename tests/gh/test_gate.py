@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -11,7 +13,7 @@ from precisionbot.config import Config, GitHubConfig, from_mapping
 from precisionbot.errors import ConfigError
 from precisionbot.gh.api import PullInfo, Review
 from precisionbot.gh.event import Event, parse_event
-from precisionbot.gh.gate import Facts, Needs, decide, needs
+from precisionbot.gh.gate import UNREVIEWED_MARKER, Facts, Needs, decide, needs
 
 REPO = "acme/engine"
 HEAD = "1234567890abcdef1234567890abcdef12345678"
@@ -102,7 +104,8 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
         "fork labeled safe-to-test, no review of the head",
         pr_event("labeled", fork=True, label="precision-safe-to-test"),
         Facts(permission="maintain", reviews=(Review("dave", "APPROVED", "0" * 40),)),
-        dict(run=False, reason=f"approved its head {HEAD}"),
+        # Told to the labeller once per head (the marker is keyed by the SHA): see test_unreviewed_fork_label_reply.
+        dict(run=False, reason=f"approved its head {HEAD}", pr=7, reply_marker=UNREVIEWED_MARKER.format(sha=HEAD)),
     ),
     (
         "fork labeled run label",
@@ -126,13 +129,18 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
             reply=f"🚀 Running suite `pr` (check) on commit `{HEAD}`.",
         ),
     ),
-    # Silent for people without the rerun role: no reaction, no reply, whatever they wrote.
-    ("rerun by reader", comment_event(), facts(permission="read"), dict(run=False, reactions=(), reply=None)),
+    # People without the rerun role: one 😕 reaction (a refusal, not a bot that is down), never a reply.
+    (
+        "rerun by reader",
+        comment_event(),
+        facts(permission="read"),
+        dict(run=False, reactions=("confused",), reply=None),
+    ),
     (
         "malformed by an outsider",
         comment_event("/precision rerun samples=lots"),
         facts(permission="none"),
-        dict(run=False, reactions=(), reply=None, reason="ignored without a reply"),
+        dict(run=False, reactions=("confused",), reply=None, reason="a 😕 reaction and no reply"),
     ),
     ("edited comment", comment_event(action="edited"), facts(), dict(run=False, reactions=())),
     ("deleted comment", comment_event(action="deleted"), facts(), dict(run=False, reactions=())),
@@ -157,7 +165,12 @@ CASES: list[tuple[str, Event, Facts, dict[str, Any]]] = [
         dict(run=False, reactions=("eyes", "confused")),
     ),
     ("help", comment_event("/precision help"), facts(), dict(run=False, reactions=("eyes",))),
-    ("help by an outsider", comment_event("/precision help"), facts(permission="none"), dict(reactions=(), reply=None)),
+    (
+        "help by an outsider",
+        comment_event("/precision help"),
+        facts(permission="none"),
+        dict(reactions=("confused",), reply=None),
+    ),
     (
         "unknown model",
         comment_event("/precision rerun models=nope"),
@@ -298,8 +311,10 @@ def test_gate(event: Event, fact: Facts, expected: dict[str, Any]) -> None:
     assert decision.run == bool(decision.matrix["include"])
     if not decision.run:
         assert decision.sha == "" and decision.mode == ""
-    if "confused" in decision.reactions:
+    if "confused" in decision.reactions and "eyes" in decision.reactions:
         assert decision.reply and decision.reply.startswith("😕")
+    elif "confused" in decision.reactions:  # an outsider's command: the reaction alone, nothing to amplify
+        assert decision.reactions == ("confused",) and decision.reply is None
 
 
 @pytest.mark.parametrize(
@@ -320,9 +335,9 @@ def test_permission_matrix(role: str | None, rerun: bool, baseline: bool) -> Non
     assert decide(comment_event("/precision baseline"), f, CONFIG).run is baseline
     helped = decide(comment_event("/precision help"), f, CONFIG)
     assert helped.run is False
-    # Only people who may run something get an answer at all (the usage text included).
+    # Only people who may run something get a reply (the usage text included); the others a bare 😕.
     assert bool(helped.reply and "/precision rerun" in helped.reply) is rerun
-    assert bool(helped.reactions) is rerun
+    assert helped.reactions == (("eyes",) if rerun else ("confused",))
 
 
 def test_rerun_options_reach_the_matrix() -> None:
@@ -412,3 +427,23 @@ def test_fork_code_never_runs_on_a_persistent_pool() -> None:
     assert decide(label, Facts(permission="admin", **APPROVED), CONFIG).run
     assert not decide(label, Facts(permission="admin", **APPROVED), pool).run
     assert decide(comment_event(), facts(), pool).run  # same-repository code may use the pool
+
+
+@pytest.mark.parametrize(
+    ("sender", "mention"),
+    [("carol", "@carol"), ("dependabot[bot]", None), ("@org/team", None), ("a--b", None), (None, None)],
+)
+def test_unreviewed_fork_label_reply(sender: str | None, mention: str | None) -> None:
+    """A maintainer's fork label on a head nobody approved: one reply naming the head, mentioning only the
+    labeller (and only when the login is a valid user login), keyed by the head's SHA."""
+    event = replace(pr_event("labeled", fork=True, label="precision-safe-to-test"), sender=sender)
+    decision = decide(event, Facts(permission="maintain"), CONFIG)
+    assert not decision.run and decision.reactions == () and decision.reply
+    assert decision.reply_marker == f"<!-- precisionbot:unreviewed head={HEAD} -->"
+    assert f"`{HEAD}`" in decision.reply and "precision-safe-to-test" in decision.reply
+    mentions = re.findall(r"@[\w\[\]/-]+", decision.reply)
+    assert mentions == ([mention] if mention else [])
+    approved = decide(
+        pr_event("labeled", fork=True, label="precision-safe-to-test"), facts(permission="maintain"), CONFIG
+    )
+    assert approved.run and approved.reply_marker == ""  # a run is announced as ever (the 🚀 reply, per run)

@@ -110,9 +110,11 @@ def test_permission_matrix(
         assert reactions == ["eyes", "confused"]
         (reply,) = replies(fake_github)
         assert f"`alice` has **{role}**" in reply
-    else:  # no role that may run anything: the bot stays silent, help included
-        assert reactions == [] and replies(fake_github) == []
-        assert not fake_github.calls("GET", r"/pulls/") and not fake_github.calls("POST", ".")
+    else:  # no role that may run anything: one 😕 (a refusal, not a bot that is down) and no reply, help included
+        assert reactions == ["confused"] and replies(fake_github) == []
+        assert not fake_github.calls("GET", r"/pulls/")
+        (post,) = fake_github.calls("POST", ".")  # the reaction is the only write
+        assert post.path.endswith(f"/issues/comments/{comment['id']}/reactions")
 
 
 def test_fork_pr_is_not_run_automatically(fake_github: FakeGitHub, tmp_path: Path) -> None:
@@ -284,3 +286,18 @@ def test_a_lone_surrogate_in_the_commenter_login_is_a_clean_refusal(fake_github:
     with pytest.raises(DataError, match=r"comment\.user\.login .*lone UTF-16 surrogate"):
         plan_action(env, CONFIG, rest(fake_github), out=io.StringIO())
     assert fake_github.requests == []
+
+
+def test_an_outsider_s_refused_command_gets_one_reaction_however_often_it_is_replayed(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The refusal is visible (😕) but cannot be amplified: GitHub keeps one reaction of a kind per user and
+    comment, and no comment is ever written for someone without the rerun role."""
+    fake_github.add_pull(7, head_sha=HEAD)
+    fake_github.set_permission("mallory", "read")
+    comment = fake_github.add_comment(7, "/precision rerun @org/team", user="mallory")
+    for _ in range(3):  # the workflow re-run, or the event redelivered
+        outputs, _ = run(fake_github, tmp_path, "issue_comment", comment_payload(fake_github, comment))
+        assert outputs["run"] == "false" and "no reply" in outputs["reason"]
+    assert fake_github.reactions(comment["id"]) == ["confused"] and replies(fake_github) == []
+    assert not fake_github.calls("POST", r"/issues/\d+/comments$")

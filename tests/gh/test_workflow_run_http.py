@@ -5,6 +5,7 @@ its labels now and its issue-event log, the labeller's role from the collaborato
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,29 @@ def test_fast_forward_between_the_review_and_the_label_is_refused(fake_github: F
     outputs, _ = run(fake_github, tmp_path, "workflow_run", run_payload(fake_github))
     assert outputs["run"] == "false" and outputs["sha"] == ""
     assert f"approved its head {'9' * 40}" in outputs["reason"]
-    assert not fake_github.calls("POST", ".")  # refusals of a label run write nothing
+    # The labeller is told, once: the one write is a reply mentioning only them and naming the head.
+    (post,) = fake_github.calls("POST", ".")
+    assert post.path.endswith("/issues/7/comments")
+    (reply,) = replies(fake_github)
+    assert reply.startswith(f"<!-- precisionbot:unreviewed head={'9' * 40} -->\n😕 @carol: ")
+    assert f"`{'9' * 40}`" in reply and re.findall(r"@\S+", reply) == ["@carol:"]
+
+
+def test_the_unreviewed_head_reply_is_said_once_per_head(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """The label removed and added again (or the consumer re-run) on the same unapproved head: no second
+    reply. A new head that is not approved either: one new reply, for it."""
+    fake_github.add_pull(7, head_sha=HEAD, fork=True, author="mallory")
+    fake_github.set_permission("carol", "write", role_name="maintain")
+    fake_github.add_label(7, SAFE, actor="carol", created_at=T_LABEL)
+    for _ in range(3):
+        outputs, _ = run(fake_github, tmp_path, "workflow_run", run_payload(fake_github))
+        assert outputs["run"] == "false"
+    assert [r.split("\n", 1)[0] for r in replies(fake_github)] == [f"<!-- precisionbot:unreviewed head={HEAD} -->"]
+    fake_github.set_head(7, "9" * 40)
+    fake_github.add_label(7, SAFE, actor="carol", created_at="2026-01-01T12:10:00Z")
+    outputs, _ = run(fake_github, tmp_path, "workflow_run", run_payload(fake_github, created_at="2026-01-01T12:10:03Z"))
+    assert outputs["run"] == "false" and len(replies(fake_github)) == 2 and "9" * 40 in replies(fake_github)[1]
+    assert len(fake_github.calls("POST", r"/issues/7/comments$")) == 2
 
 
 def test_fork_push_after_the_label_is_refused(fake_github: FakeGitHub, tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ Python API (everything a test needs; all methods are thread-safe)::
         gh.set_branch("main", "e" * 40)
         gh.add_pull(7, head_sha="abc...", files=["a.py", ...], fork=False, author="alice", labels=["x"])
         gh.set_head(7, "def...", committed_at="2026-01-01T00:05:00Z")   # a push to the PR
+        gh.add_commit("f00...", parents=["d" * 40])                     # a commit with its parents
+        gh.merge_pull(7, "fee...")          # merge commit (parents: base head, PR head), base branch moves to it
         gh.add_issue(8)                                                 # an issue that is not a PR
         gh.add_label(7, "precision", actor="carol", created_at="...")   # label + its ``labeled`` issue event
         gh.add_issue_event(7, "head_ref_force_pushed", actor="mallory", created_at="...")
@@ -36,6 +38,9 @@ Endpoints (``{o}/{r}`` must name a known repo, else 404):
 ``GET .../issues/{n}/events`` (paginated);
 ``GET /repos/{o}/{r}/commits/{sha}``; ``GET /repos/{o}/{r}/issues/{n}``; ``GET|POST .../issues/{n}/comments``;
 ``GET|PATCH|DELETE .../issues/comments/{id}``; ``GET .../branches/{b}``;
+``GET .../compare/{base}...{head}`` (branch names or commit ids; ``status`` from the parents of the commits
+seeded with ``add_commit``/``merge_pull``: ``identical``, ``ahead``, ``behind`` or ``diverged``; 404 for an
+unknown commit);
 ``GET|POST .../issues/comments/{id}/reactions`` (201 new, 200 existing);
 ``GET .../collaborators/{user}/permission``; ``POST .../check-runs``; ``PATCH .../check-runs/{id}``;
 ``POST .../actions/runners/generate-jitconfig`` (201; 409 on a duplicate name); ``GET .../actions/runners``
@@ -244,7 +249,7 @@ class FakeGitHub:
         with self._lock:
             self.state.files[(repo or self.repo, number)] = [_file(name) for name in files]
 
-    def _add_commit(self, repo: str, sha: str, committed_at: str) -> None:
+    def _add_commit(self, repo: str, sha: str, committed_at: str, parents: list[str] | None = None) -> None:
         self.state.commits[(repo, sha)] = {
             "sha": sha,
             "commit": {
@@ -252,7 +257,28 @@ class FakeGitHub:
                 "author": {"name": "a", "email": "a@example.com", "date": committed_at},
                 "committer": {"name": "a", "email": "a@example.com", "date": committed_at},
             },
+            "parents": [{"sha": parent} for parent in parents or []],
         }
+
+    def add_commit(
+        self, sha: str, parents: list[str], committed_at: str | None = None, repo: str | None = None
+    ) -> None:
+        """A commit and its parents (what ``compare`` walks); the branches' initial heads have none."""
+        with self._lock:
+            self._add_commit(repo or self.repo, sha, committed_at or now_iso(), parents)
+
+    def merge_pull(self, number: int, merge_sha: str, repo: str | None = None) -> None:
+        """Merge PR ``number`` as GitHub's merge button does: a merge commit whose parents are the base
+        branch's head and the PR head, the base branch moved to it, the PR closed and ``merged``."""
+        repo = repo or self.repo
+        with self._lock:
+            pull = self.state.pulls[(repo, number)]
+            base = pull["base"]["ref"]
+            parents = [self.state.branches.get((repo, base), "d" * 40), pull["head"]["sha"]]
+            self._add_commit(repo, merge_sha, now_iso(), parents)
+            self.state.branches[(repo, base)] = merge_sha
+            pull.update(state="closed", merged=True, merged_at=now_iso(), merge_commit_sha=merge_sha)
+            self.state.issues[(repo, number)]["state"] = "closed"
 
     def add_issue_event(
         self,

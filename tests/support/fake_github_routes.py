@@ -155,6 +155,56 @@ def _get_branch(h: _Handler, m: re.Match[str]) -> Any:
     return {"name": m["branch"], "commit": {"sha": sha, "url": f"{h.base}/repos/{repo}/commits/{sha}"}}
 
 
+def _commit_of(h: _Handler, repo: str, ref: str) -> str:
+    """A branch name or a known commit id, as the compare endpoint resolves it (404 otherwise)."""
+    sha = h.owner.state.branches.get((repo, ref), ref)
+    known = (repo, sha) in h.owner.state.commits or sha in h.owner.state.branches.values()
+    if not known:
+        raise Reply(404, {"message": "Not Found"})
+    return sha
+
+
+def _ancestry(h: _Handler, repo: str, sha: str) -> list[str]:
+    """``sha`` and every commit it reaches through its parents, nearest first."""
+    seen, queue = [sha], [sha]
+    while queue:
+        commit = h.owner.state.commits.get((repo, queue.pop(0)), {})
+        for parent in commit.get("parents", []):
+            if parent["sha"] not in seen:
+                seen.append(parent["sha"])
+                queue.append(parent["sha"])
+    return seen
+
+
+@route("GET", _REPO + r"/compare/(?P<base>.+?)\.\.\.(?P<head>.+)")
+def _compare(h: _Handler, m: re.Match[str]) -> Any:
+    repo = h.repo(m)
+    base = _commit_of(h, repo, urllib.parse.unquote(m["base"]))
+    head = _commit_of(h, repo, urllib.parse.unquote(m["head"]))
+    of_base, of_head = _ancestry(h, repo, base), _ancestry(h, repo, head)
+    ahead = [sha for sha in of_head if sha not in of_base]
+    behind = [sha for sha in of_base if sha not in of_head]
+    # GitHub's words: ahead = head has commits base lacks, behind = base has commits head lacks.
+    status = {(False, False): "identical", (True, False): "ahead", (False, True): "behind"}.get(
+        (bool(ahead), bool(behind)), "diverged"
+    )
+    merge_base = next((sha for sha in of_head if sha in of_base), None)
+    url = f"{h.base}/repos/{repo}"
+    per_page = max(1, min(100, int(h.query.get("per_page", 250))))
+    return {
+        "url": f"{url}/compare/{m['base']}...{m['head']}",
+        "html_url": f"https://github.invalid/{repo}/compare/{m['base']}...{m['head']}",
+        "status": status,
+        "ahead_by": len(ahead),
+        "behind_by": len(behind),
+        "total_commits": len(ahead),
+        "base_commit": {"sha": base, "url": f"{url}/commits/{base}"},
+        "merge_base_commit": None if merge_base is None else {"sha": merge_base, "url": f"{url}/commits/{merge_base}"},
+        "commits": [{"sha": sha, "url": f"{url}/commits/{sha}"} for sha in reversed(ahead)][:per_page],
+        "files": [],
+    }
+
+
 @route("GET", _REPO + r"/issues/comments/(?P<id>\d+)")
 def _get_comment(h: _Handler, m: re.Match[str]) -> Any:
     return h.owner._render_comment(h.base, _stored_comment(h, m))
