@@ -1,6 +1,7 @@
 """Renders the instance user-data (``templates/runner-user-data.sh.j2``): TTL watchdog, the two accounts (the
 runner's and the PR code's), the root-owned job-started hook and ``pr.sh`` outside the runner's folder, the
-runner, power off."""
+sudo rule with pinned arguments, ``/proc`` hidden and the metadata service closed to the PR user, the runner
+(its JIT config in its environment, not its argv), power off."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from precisionbot.runners.records import (
 TEMPLATE = "runner-user-data.sh.j2"
 USER_DATA_LIMIT_BYTES = 16 * 1024
 """EC2 rejects user-data over 16 KiB (before base64)."""
+COLLECT_DIR = "precision-results"
+"""The folder of ``RUNNER_TEMP`` that ``pr.sh collect`` fills: the sudo rule names it, so the workflow's
+collect step and upload-artifact must use ``$RUNNER_TEMP/precision-results`` too."""
 
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -47,7 +51,14 @@ def render_user_data(spec: RunnerSpec, jit_config: str) -> str:
     if spec.run_id is None:
         raise ConfigError("--run-id is required: the job-started hook accepts jobs of that run only")
     validate_run_id(spec.run_id)
-    for name, path in (("hook dir", spec.hook_dir), ("pr root", spec.pr_root), ("etc dir", spec.etc_dir)):
+    # These paths are also written into the sudo rule, whose own syntax (`,` `:` `=` `*`, backslashes) shell quoting
+    # does not cover: a plain alphabet keeps the rule exactly what it says.
+    for name, path in (
+        ("hook dir", spec.hook_dir),
+        ("pr root", spec.pr_root),
+        ("etc dir", spec.etc_dir),
+        ("runner dir", spec.runner_dir),
+    ):
         if not _PATH_RE.match(path) or ".." in path:
             raise ConfigError(f"{name} {path[:80]!r} must be an absolute path of letters, digits, '.', '_', '-', '/'")
     if spec.ttl_minutes < 1:
@@ -77,7 +88,18 @@ def render_user_data(spec: RunnerSpec, jit_config: str) -> str:
         runner_version=spec.runner_version,
         runner_sha256=spec.runner_sha256,
         jit_config=jit_config,
+        collect_dir=COLLECT_DIR,
     )
+    script = _without_comments(script)
     if len(script.encode()) > USER_DATA_LIMIT_BYTES:
         raise ConfigError(f"the rendered user-data is {len(script.encode())} bytes; EC2 allows 16 KiB")
     return script
+
+
+def _without_comments(script: str) -> str:
+    """The script without its comment lines (shebangs kept): the template's comments are its documentation,
+    and EC2's 16 KiB would otherwise leave too little room for a JIT config (about 4 KiB). Every comment in
+    the template, those inside its heredocs included, stands on a line of its own."""
+    return "".join(
+        line for line in script.splitlines(keepends=True) if line.startswith("#!") or not line.lstrip().startswith("#")
+    )

@@ -173,6 +173,21 @@ def test_script_builds_comment_arguments_and_expands_globs(tmp_path: Path) -> No
     assert report == ["report", "results/a", "--config", "base.yml"]
 
 
+def test_script_builds_bisect_comment_arguments(tmp_path: Path) -> None:
+    for name in ("results/1", "results/0"):
+        (tmp_path / name).mkdir(parents=True)
+    argv = run_action_script(tmp_path, command="github bisect-comment", results="results/*", pr="7", sha="2" * 40)
+    assert argv == ["github", "bisect-comment", "results/0", "results/1", "--pr", "7", "--sha", "2" * 40]
+    (tmp_path / "empty").mkdir()  # no artifact at all: no DIR, and the command posts "no result"
+    assert run_action_script(tmp_path / "empty", command="github bisect-comment", results="results/*", pr="7") == [
+        "::warning::precisionbot: no result directory matches results/*",
+        "github",
+        "bisect-comment",
+        "--pr",
+        "7",
+    ]
+
+
 @pytest.mark.parametrize(
     ("command", "sees_token"),
     [("check", False), ("baseline record", False), ("report", False), ("github comment", True), ("runner reap", True)],
@@ -306,7 +321,8 @@ def _precision_jobs() -> dict[str, Any]:
 
 def test_bisect_runs_on_the_gpu_runner_as_the_pr_user_and_posts_from_a_job_without_pr_code() -> None:
     """/precision bisect (docs/github.md): the gpu job (launched and terminated like any run) builds each
-    commit as the PR user, with full history; a separate job that runs no engine code posts bisect.md."""
+    commit as the PR user, with full history; a separate job that runs no engine code renders the comment
+    from bisect.json with our command."""
     jobs = _precision_jobs()
     plan = jobs["plan"]["outputs"]
     assert plan["bisect_good"] == "${{ steps.plan.outputs.bisect_good }}"
@@ -329,12 +345,18 @@ def test_bisect_runs_on_the_gpu_runner_as_the_pr_user_and_posts_from_a_job_witho
     assert post["if"] == "always() && needs.plan.outputs.run == 'true' && needs.plan.outputs.mode == 'bisect'"
     assert post["permissions"] == {"pull-requests": "write"}
     assert "environment" not in post and "secrets." not in str(post)
-    # No checkout, nothing installed: the job downloads the artifact and posts its Markdown as text.
-    uses = [s["uses"] for s in post["steps"] if "uses" in s]
-    assert len(uses) == 1 and uses[0].startswith("actions/download-artifact@")
-    (poster,) = [s for s in post["steps"] if "run" in s]
-    assert "results/*/bisect.md" in poster["run"] and "--body-file" in poster["run"]
-    assert poster["env"]["PR"] == "${{ needs.plan.outputs.pr }}"
+    # No checkout and no script: the job downloads the artifact and our command renders the comment from
+    # bisect.json (bisect.md, written by PR code, is never posted).
+    assert not [s for s in post["steps"] if "run" in s] and "bisect.md" not in str(post["steps"])
+    download, poster = post["steps"]
+    assert download["uses"].startswith("actions/download-artifact@")
+    assert poster["uses"].startswith("precisionbot/precisionbot@")
+    assert poster["with"] == {
+        "command": "github bisect-comment",
+        "results": "results/*",
+        "pr": "${{ needs.plan.outputs.pr }}",
+        "sha": "${{ needs.plan.outputs.sha }}",
+    }
     # The sticky check comment and the report are for check runs only.
     for name in ("report", "comment"):
         assert "needs.plan.outputs.mode == 'check'" in jobs[name]["if"], name
@@ -391,7 +413,8 @@ def run_gpu_step(tmp_path: Path, **env: str) -> list[str]:
     (step,) = [s for s in _precision_jobs()["gpu"]["steps"] if s.get("name") == GPU_STEP]
     argv_file = tmp_path / "argv"
     fake = tmp_path / "pr.sh"
-    fake.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done > {argv_file}\n')
+    # The step also ends the PR user's processes (`pr.sh end`) before workflow commands resume: not recorded.
+    fake.write_text(f'#!/bin/sh\n[ "$1" = end ] && exit 0\nfor a in "$@"; do printf "%s\\0" "$a"; done > {argv_file}\n')
     fake.chmod(0o755)
     script = step["run"].replace(PR_SH, str(fake))
     base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CELL": "0", "SUITE": "pr", "MODEL": "m"}

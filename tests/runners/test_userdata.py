@@ -43,8 +43,13 @@ def _run(
         bin_dir,
         "sudo",
         'if [ "$1" = -l ]; then echo "sudo -l $3" >> "$EVENTS"; printf "%s" "$SUDO_RULES"; exit 0; fi\n'
-        'echo "sudo $1 $2" >> "$EVENTS"; shift 3; exec "$@"',
+        'echo "sudo $*" >> "$EVENTS"; shift 2; while [ "${1#-}" != "$1" ]; do shift; done; exec "$@"',
     )
+    # Never the machine's own /proc or firewall: the script's remount and rules are only logged here (the tests
+    # further down apply them for real, in namespaces of their own).
+    for name in ("mount", "iptables", "ip6tables"):
+        _stub(bin_dir, name, f'echo "{name} $*" >> "$EVENTS"')
+    _stub(bin_dir, "visudo", "exit 0")
     for name in ("gpasswd", "usermod", "getent"):
         _stub(bin_dir, name, "exit 0")
     _stub(bin_dir, "tee", "cat > /dev/null")
@@ -80,7 +85,11 @@ def _runner_tarball(tmp_path: Path) -> Path:
     out = tmp_path / "runner.tar.gz"
     with tarfile.open(out, "w:gz") as tar:
         for name, body in (
-            ("run.sh", '#!/bin/bash\necho "run.sh $* hook=$ACTIONS_RUNNER_HOOK_JOB_STARTED" >> "$EVENTS"\n'),
+            (
+                "run.sh",
+                '#!/bin/bash\necho "run.sh [$*] hook=$ACTIONS_RUNNER_HOOK_JOB_STARTED'
+                ' jit=$ACTIONS_RUNNER_INPUT_JITCONFIG" >> "$EVENTS"\n',
+            ),
             ("bin/installdependencies.sh", "#!/bin/bash\nexit 0\n"),
         ):
             data = body.encode()
@@ -107,15 +116,21 @@ def test_rendered_script_has_the_watchdog_first_and_no_credentials() -> None:
     lines = [line for line in script.splitlines() if line and not line.startswith("#")]
     commands = [line for line in lines if not line.startswith(("set ", "exec "))]
     assert commands[0].startswith("shutdown -h +45 ")
-    assert f"./run.sh --jitconfig {JIT}" in script
+    # The JIT config is exported (a shell builtin: no process has it in argv), never a command's argument.
+    assert [line for line in script.splitlines() if JIT in line] == [f"export ACTIONS_RUNNER_INPUT_JITCONFIG={JIT}"]
     assert "runner_sha256" not in script and "sha256sum" not in script  # no checksum line when none given
     for secret in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GITHUB_TOKEN", "ghp_"):
         assert secret not in script
 
 
 def test_values_are_shell_quoted() -> None:
-    script = render_user_data(runner_spec(runner_dir="/opt/my runner;rm -rf /"), JIT)
-    assert "RUNNER_DIR='/opt/my runner;rm -rf /'" in script
+    script = render_user_data(runner_spec(), "abc'; rm -rf /;'")
+    assert "export ACTIONS_RUNNER_INPUT_JITCONFIG='abc'\"'\"'; rm -rf /;'\"'\"''" in script
+
+
+def test_a_runner_dir_the_sudo_rule_could_misread_is_refused() -> None:
+    with pytest.raises(ConfigError, match="runner dir"):
+        render_user_data(runner_spec(runner_dir="/opt/my runner,ALL"), JIT)
 
 
 @pytest.mark.parametrize(
@@ -165,18 +180,29 @@ def test_preinstalled_runner_runs_once_between_the_watchdog_and_power_off(tmp_pa
     script = render_user_data(local_spec(tmp_path, ttl_minutes=30, runner_dir=str(runner_dir)), JIT)
     events = _run(tmp_path, script)
     assert events[0].startswith("shutdown -h +30 ")
+    ipv6 = ["ip6tables -w -I OUTPUT -d fd00:ec2::254 -m owner --uid-owner precisionbot-pr -j REJECT"]
     assert events[1:] == [
         "sudo -l precisionbot-runner",
         "sudo -l precisionbot-pr",
-        "sudo -u precisionbot-runner",
-        f"run.sh --jitconfig {JIT} hook={tmp_path}/hooks/job-started.sh",
+        # /proc hidden and the metadata service closed to the PR user before the runner (and any job) starts.
+        "mount -o remount,hidepid=2 /proc",
+        "iptables -w -I OUTPUT -d 169.254.169.254 -m owner --uid-owner precisionbot-pr -j REJECT",
+        *(ipv6 if Path("/proc/net/if_inet6").exists() else []),
+        "sudo -u precisionbot-runner -H --preserve-env=ACTIONS_RUNNER_HOOK_JOB_STARTED,ACTIONS_RUNNER_INPUT_JITCONFIG"
+        " ./run.sh",
+        f"run.sh [] hook={tmp_path}/hooks/job-started.sh jit={JIT}",
         "shutdown -h now",
     ]
     # The runner's folder is its user's alone: the PR user can neither read nor write the job's files.
     assert stat.S_IMODE(runner_dir.stat().st_mode) == 0o700
-    # The one sudo rule: the runner user may start the root-owned pr.sh, nothing else; PR code may not use cron.
+    # The one sudo rule: the runner user may start the root-owned pr.sh with the workflow's arguments, nothing
+    # else; PR code may not use cron.
     rule = (tmp_path / "etc" / "sudoers.d" / "precisionbot").read_text()
-    assert rule == f"precisionbot-runner ALL=(root) NOPASSWD: {tmp_path}/hooks/pr.sh\n"
+    pr_sh = f"{tmp_path}/hooks/pr.sh"
+    assert rule == (
+        f"precisionbot-runner ALL=(root) NOPASSWD: {pr_sh} run -- *, {pr_sh} end, "
+        f"{pr_sh} collect results {runner_dir}/_work/_temp/precision-results\n"
+    )
     assert (tmp_path / "etc" / "cron.deny").read_text() == "precisionbot-pr\n"
 
 
@@ -205,7 +231,7 @@ def test_downloads_the_pinned_runner_and_verifies_its_checksum(tmp_path: Path) -
     events = _run(tmp_path, render_user_data(spec, JIT), tarball)
     assert events[1].startswith("curl https://github.com/actions/runner/releases/download/v2.400.1/")
     assert events[1].endswith("-2.400.1.tar.gz")
-    assert events[-2:] == [f"run.sh --jitconfig {JIT} hook={tmp_path}/hooks/job-started.sh", "shutdown -h now"]
+    assert events[-2:] == [f"run.sh [] hook={tmp_path}/hooks/job-started.sh jit={JIT}", "shutdown -h now"]
 
 
 def test_a_bad_checksum_never_starts_the_runner_but_still_powers_off(tmp_path: Path) -> None:
@@ -279,6 +305,14 @@ def _pr_sh(installed: Path, cwd: Path, *args: str, pgrep_rc: int = 1, **env: str
     _stub(bin_dir, "chown", "exit 0")
     _stub(bin_dir, "sleep", "exit 0")
     _stub(bin_dir, "getent", "echo precisionbot-pr:x:1001:1001::/home/precisionbot-pr:/bin/bash")
+    # The instance metadata service as root sees it: absent unless the test serves a role ($IMDS_ROLE).
+    _stub(
+        bin_dir,
+        "curl",
+        '[ -n "${IMDS_ROLE:-}" ] || exit 7; case "$*" in *api/token*) echo tok ;; *placement/region*) echo us-east-1 ;;'
+        ' *security-credentials/) echo "$IMDS_ROLE" ;; *security-credentials/*) printf "%s" "$IMDS_CREDS" ;;'
+        " *) exit 22 ;; esac",
+    )
     return subprocess.run(
         ["bash", str(installed / "pr.sh"), *args],
         env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "EVENTS": str(installed.parent / "pr-events.log"), **env},
@@ -286,10 +320,18 @@ def _pr_sh(installed: Path, cwd: Path, *args: str, pgrep_rc: int = 1, **env: str
     )  # fmt: skip
 
 
+def _workspace(tmp_path: Path) -> Path:
+    """The job's workspace where the runner puts it (RUNNER_DIR/_work/<repo>/<repo>): the only place pr.sh
+    runs from."""
+    workspace = tmp_path / "actions-runner" / "_work" / "engine" / "engine"
+    workspace.mkdir(parents=True, exist_ok=True)
+    return workspace
+
+
 def test_pr_code_runs_with_none_of_the_runner_s_environment(installed: Path, tmp_path: Path) -> None:
     """The BASH_ENV and fake-`id` repros need the job's GITHUB_ENV / GITHUB_PATH files: PR code gets neither
     their paths nor (as PR_USER) any access to RUNNER_DIR, and starts from a clean environment."""
-    workspace = tmp_path / "workspace"
+    workspace = _workspace(tmp_path)
     (workspace / "python").mkdir(parents=True)
     (workspace / "python" / "setup.py").write_text("print('pr code')\n")
     hostile = {
@@ -301,6 +343,7 @@ def test_pr_code_runs_with_none_of_the_runner_s_environment(installed: Path, tmp
     result = _pr_sh(installed, workspace, "run", "--", "env", **hostile)
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.splitlines()) == [
+        "AWS_EC2_METADATA_DISABLED=true",  # boto3 would only knock on the closed metadata service
         "HOME=/home/precisionbot-pr",
         "LANG=C.UTF-8",
         "PATH=/usr/local/bin:/usr/bin:/bin",
@@ -308,7 +351,16 @@ def test_pr_code_runs_with_none_of_the_runner_s_environment(installed: Path, tmp
     ws = tmp_path / "pr-root" / "ws"
     assert (ws / "python" / "setup.py").read_text() == "print('pr code')\n"  # its own copy of the workspace
     assert stat.S_IMODE(ws.stat().st_mode) == 0o700
-    assert (tmp_path / "pr-events.log").read_text().startswith("runuser -u precisionbot-pr -- env -i ")
+    # Read as the runner user, written as the PR user, run as the PR user: root itself copies nothing.
+    events = (tmp_path / "pr-events.log").read_text().splitlines()
+    assert sorted(events[:2]) == [  # the two ends of one pipe: either may log first
+        "runuser -u precisionbot-pr -- tar -xf - -C " + f"{ws} --no-same-owner",
+        "runuser -u precisionbot-runner -- tar -cf - .",
+    ]
+    assert events[2:] == [
+        "runuser -u precisionbot-pr -- env -i HOME=/home/precisionbot-pr PATH=/usr/local/bin:/usr/bin:/bin "
+        "LANG=C.UTF-8 AWS_EC2_METADATA_DISABLED=true env"
+    ]
 
 
 def test_results_come_back_as_data_only_and_only_after_the_pr_processes_ended(installed: Path, tmp_path: Path) -> None:
@@ -317,7 +369,8 @@ def test_results_come_back_as_data_only_and_only_after_the_pr_processes_ended(in
     (ws / "results" / "0" / "result.json").write_text("{}")
     (ws / "results" / "0" / "runner-credentials").symlink_to("/etc/hostname")  # would read as the runner user
     os.mkfifo(ws / "results" / "0" / "pipe")
-    dest = tmp_path / "collected"
+    (tmp_path / "actions-runner" / "_work" / "_temp").mkdir(parents=True)
+    dest = tmp_path / "actions-runner" / "_work" / "_temp" / "precision-results"
     assert _pr_sh(installed, tmp_path, "collect", "results", str(dest), pgrep_rc=0).returncode == 1  # still running
     assert not dest.exists()
     done = _pr_sh(installed, tmp_path, "collect", "results", str(dest))
@@ -325,6 +378,58 @@ def test_results_come_back_as_data_only_and_only_after_the_pr_processes_ended(in
     assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == ["0", "0/result.json"]
     for bad in ("../etc", "/etc", ""):
         assert _pr_sh(installed, tmp_path, "collect", bad, str(dest)).returncode == 2
+
+
+def test_pr_sh_copies_only_from_a_job_workspace(installed: Path, tmp_path: Path) -> None:
+    """``pr.sh run`` runs as root and copies its directory for the PR user: from /etc, the runner's _temp (the
+    job's own files) or a link out of the work folder it refuses, before copying anything."""
+    work = tmp_path / "actions-runner" / "_work"
+    (work / "_temp").mkdir(parents=True)
+    (work / "engine").mkdir()
+    (work / "engine" / "out").symlink_to("/etc")
+    for cwd in (Path("/etc"), work / "_temp", work, work / "engine" / "out", tmp_path):
+        refused = _pr_sh(installed, cwd, "run", "--", "id")
+        assert refused.returncode == 2 and "is not a job workspace" in refused.stderr, cwd
+    assert not (tmp_path / "pr-root" / "ws").exists()
+    assert _pr_sh(installed, _workspace(tmp_path), "run", "--", "true").returncode == 0
+
+
+def test_pr_sh_collects_only_into_a_new_folder_of_runner_temp(installed: Path, tmp_path: Path) -> None:
+    """``pr.sh collect results /etc`` once made /etc the runner user's; any destination but a plain folder
+    directly in RUNNER_TEMP is refused, and so are extra arguments."""
+    (tmp_path / "pr-root" / "ws" / "results").mkdir(parents=True)
+    temp = tmp_path / "actions-runner" / "_work" / "_temp"
+    temp.mkdir(parents=True)
+    (temp / "planted").symlink_to("/etc")
+    for dest in ("/etc", f"{temp}/../../../etc", f"{temp}/planted", f"{temp}/planted/x", f"{temp}/a/b", f"{temp}/.x"):
+        refused = _pr_sh(installed, tmp_path, "collect", "results", dest)
+        assert refused.returncode == 2, dest
+    assert _pr_sh(installed, tmp_path, "collect", "results", f"{temp}/out", "extra").returncode == 2
+    assert _pr_sh(installed, tmp_path, "end", "now").returncode == 2
+    assert _pr_sh(installed, tmp_path, "collect", "results", f"{temp}/out").returncode == 0
+
+
+def test_pr_code_gets_the_instance_profile_s_credentials_from_root(installed: Path, tmp_path: Path) -> None:
+    """The PR user cannot reach the metadata service, so root hands the PR code what it would have read there
+    (the instance profile's read-only credentials) as a file in the root-owned PR root, never as argv."""
+    # Pretty-printed, one key a line, as IMDS answers.
+    creds = '{\n  "Code" : "Success",\n  "AccessKeyId" : "ASIAEXAMPLE",\n  "SecretAccessKey" : "s3cr/t+",\n'
+    creds += '  "Token" : "tok=="\n}'
+    result = _pr_sh(
+        installed, _workspace(tmp_path), "run", "--", "env", IMDS_ROLE="precisionbot-runner", IMDS_CREDS=creds
+    )
+    assert result.returncode == 0, result.stderr
+    env = dict(line.split("=", 1) for line in result.stdout.splitlines())
+    path = tmp_path / "pr-root" / "aws-credentials"
+    assert env["AWS_SHARED_CREDENTIALS_FILE"] == str(path) and env["AWS_DEFAULT_REGION"] == "us-east-1"
+    assert path.read_text().splitlines() == [
+        "[default]",
+        "aws_access_key_id = ASIAEXAMPLE",
+        "aws_secret_access_key = s3cr/t+",
+        "aws_session_token = tok==",
+    ]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert "s3cr/t+" not in (tmp_path / "pr-events.log").read_text()  # in no command line pr.sh starts
 
 
 def test_end_kills_every_pr_process_and_fails_when_some_survive(installed: Path, tmp_path: Path) -> None:
@@ -404,9 +509,7 @@ def test_the_pr_steps_learn_the_instance_type(tmp_path: Path, reported: str, pas
     _extract(_runner_tarball(tmp_path), runner_dir)
     spec = local_spec(tmp_path, runner_dir=str(runner_dir))
     _run(tmp_path, render_user_data(spec, JIT), instance_type=reported)
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    result = _pr_sh(tmp_path / "hooks", workspace, "run", "--", "env")
+    result = _pr_sh(tmp_path / "hooks", _workspace(tmp_path), "run", "--", "env")
     assert result.returncode == 0, result.stderr
     found = [line for line in result.stdout.splitlines() if line.startswith(INSTANCE_TYPE_ENV)]
     assert found == ([f"{INSTANCE_TYPE_ENV}={passed}"] if passed else [])
