@@ -31,10 +31,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 RUNNER, PR = "precisionbot-runner", "precisionbot-pr"
+REQUIRE_ENV = "PRECISIONBOT_REQUIRE_CONFINEMENT"
+"""Set by scripts/test once it has installed sudo and iptables: a missing tool then fails these tests."""
 
 
 def _needs(*tools: str) -> None:
     missing = [tool for tool in tools if shutil.which(tool) is None]
+    if missing and os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{REQUIRE_ENV}=1 but {', '.join(missing)} missing: scripts/test installs them as root")
     if missing:
         pytest.skip(f"needs {', '.join(missing)}")
 
