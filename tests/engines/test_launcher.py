@@ -60,7 +60,7 @@ def test_engine_never_healthy_times_out_and_is_killed(tmp_path: Path, monkeypatc
     t0 = time.monotonic()
     with pytest.raises(EngineStartError, match=r"not healthy \(/health_generate\) within 0.5 s"):
         launcher.start()
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60  # the fake sleeps an hour: a bound far from both, never a speed limit
     assert launcher.process is not None and launcher.process.poll() is not None
 
 

@@ -88,12 +88,14 @@ def test_503_is_retried_with_backoff() -> None:
 
 
 def test_hang_is_a_timeout_error_not_a_wait() -> None:
-    with fake_sglang(Behaviour(mode="hang", hang_s=3.0)) as (url, _):
+    # The hang outlasts the bound by far, so a loaded CI machine (seconds of stall) cannot fail the bound while a
+    # client that waits for the answer still does; the fake's daemon handler thread sleeps on after the test.
+    with fake_sglang(Behaviour(mode="hang", hang_s=60.0)) as (url, _):
         engine = _engine(url, request_timeout_s=0.3)
         t0 = time.monotonic()
         with pytest.raises(EngineError, match=r"no answer from .*/generate within 0.3 s"):
             engine.generate(_reqs(1))
-        assert time.monotonic() - t0 < 2.5
+        assert time.monotonic() - t0 < 30
         engine.close()
 
 
