@@ -5,7 +5,8 @@ stdlib modules, both shipped with Python) give realistic next-token distribution
 flat after a space. A low-rank factor of that table goes into the embedding and unembedding, so the residual
 stream carries the current byte; the seeded attention and MLP layers add a context-dependent part that is
 large enough that a broken KV cache moves logits by a tenth of a nat or more, and small enough to keep the
-distributions realistic. Same seed + same Python and torch versions give the same weights.
+distributions realistic. Same seed + same Python and torch versions give the same weights, at any thread count
+(each singular pair's sign is fixed: :func:`_sign_fixed`).
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ def _bigram_factors(vocab: Vocab, rank: int) -> tuple[torch.Tensor, torch.Tensor
     The subword table's factors take seconds to compute, so they are cached on disk next to the vocabulary."""
     path = None
     if vocab.size > 1024:
-        tag = f"{cache_key(vocab.size)}-{rank}-{SUBWORD_SHARPNESS}-{SUBWORD_SMOOTHING}-{torch.__version__}"
+        tag = f"{cache_key(vocab.size)}-{rank}-{SUBWORD_SHARPNESS}-{SUBWORD_SMOOTHING}-{torch.__version__}-signfixed"
         path = cache_dir() / f"bigram-{vocab.name}-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.pt"
         try:
             cached = torch.load(path, weights_only=True)
@@ -256,11 +257,26 @@ def _top_svd(a: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, to
     table, where a full SVD of [V, V] would take most of a minute on 2 cores."""
     if a.shape[0] <= 1024:
         u, s, vh = torch.linalg.svd(a)
-        return u, s, vh
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        u, s, v = torch.svd_lowrank(a, q=rank + 16, niter=4)
-    return u, s, v.T
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            u, s, v = torch.svd_lowrank(a, q=rank + 16, niter=4)
+        vh = v.T
+    return _sign_fixed(u, s, vh)
+
+
+def _sign_fixed(u: torch.Tensor, s: torch.Tensor, vh: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The triplets with each pair's sign fixed: the entry of largest magnitude in every left singular vector is
+    made positive (and its right vector flipped with it, so ``u @ diag(s) @ vh`` is unchanged).
+
+    An SVD defines each pair only up to a shared sign, and LAPACK's choice follows the reduction order, which
+    follows the thread count: without this, a process with 1 thread built a different model (the same
+    ``left @ right``, but ``left`` and ``right`` feed different layers) than one with 2, and the demo's figures
+    moved from machine to machine."""
+    pivot = u.abs().argmax(dim=0)
+    signs = torch.sign(u[pivot, torch.arange(u.shape[1])])
+    signs[signs == 0] = 1
+    return u * signs, s, vh * signs[: vh.shape[0], None]
 
 
 def _swa(lw: LayerWeights | GdnWeights) -> LayerWeights:
