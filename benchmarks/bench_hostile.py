@@ -1,13 +1,17 @@
 """Benchmark of the hostile inputs of issue 17: time and traced peak memory of each. Not a test.
 
-    .venv/bin/python -m benchmarks.bench_hostile      (from the repository root)
+    .venv/bin/python -m benchmarks.bench_hostile [--comments]      (from the repository root)
 
 Each case is an input the issue reported as a hang or a memory blow-up; the table shows what it costs now.
-"Peak MiB" is tracemalloc's peak during the call (NumPy's allocations are traced).
+"Peak MiB" is tracemalloc's peak during the call (NumPy's allocations are traced). A second table parses each
+shape of PR comment in ``tests/test_hostile_fuzz.py``'s ``LARGEST_COMMENTS`` (GitHub's largest body, 65,536
+characters) as the slash-command parser; CPU time, best of 5, so that other work on a shared machine does not
+count (the quadratic parser took 20 s to a minute of it on a long word). ``--comments`` prints that table only.
 """
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import platform
@@ -23,12 +27,13 @@ import numpy as np
 
 from precisionbot.config import load_config
 from precisionbot.errors import ConfigError
+from precisionbot.gh.slash import Malformed, SlashCommand, parse_command
 from precisionbot.report import render_comment
 from precisionbot.report.heat_strip import worst_strips
 from precisionbot.report.load import load_sections
 from precisionbot.results import PositionRecord, RunResult
 from precisionbot.results.directory import write_result
-from tests.test_hostile_fuzz import LAUGHS, forged_run
+from tests.test_hostile_fuzz import LARGEST_COMMENT, LARGEST_COMMENTS, LAUGHS, forged_run
 
 
 def measure(fn: Callable[[], Any]) -> tuple[float, float, str]:
@@ -75,7 +80,40 @@ def cell_outcome(directory: Path) -> Callable[[], Any]:
     return run
 
 
+def answer(result: SlashCommand | Malformed | None) -> str:
+    if result is None:
+        return "not a command"
+    if isinstance(result, Malformed):
+        return "usage reply: " + result.problem.replace("|", "\\|")
+    names = f" ({len(result.models):,} model name{'s' * (len(result.models) > 1)})" if result.models else ""
+    return f"`{result.verb}`{names}" + (f", reason of {len(result.reason):,} characters" if result.reason else "")
+
+
+def cpu_ms(fn: Callable[[], Any], repeat: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return 1e3 * best
+
+
+def comment_table() -> None:
+    print(f"| PR comment of {LARGEST_COMMENT:,} characters | CPU ms, best of 5 | answer |")
+    print("| --- | ---: | --- |")
+    for name, body in LARGEST_COMMENTS.items():
+        ms = cpu_ms(lambda body=body: parse_command(body))
+        print(f"| {name} | {ms:.2f} | {answer(parse_command(body))} |")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--comments", action="store_true", help="only the PR comment table")
+    if parser.parse_args().comments:
+        print(f"{platform.machine()}, Python {platform.python_version()}")
+        print()
+        comment_table()
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         laughs, deep = root / "laughs.yml", root / "deep.yml"
@@ -97,6 +135,8 @@ def main() -> None:
         for name, fn in cases.items():
             seconds, peak, outcome = measure(fn)
             print(f"| {name} | {seconds:.3f} | {peak:.1f} | {outcome} |")
+    print()
+    comment_table()
 
 
 if __name__ == "__main__":

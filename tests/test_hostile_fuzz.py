@@ -2,10 +2,11 @@
 
 Events, result directories, configs and engine answers are mutated one field at a time into hostile values
 (wrong types, huge and non-ASCII numbers, deep nesting, declared sizes far beyond the data, forged
-verdicts). Each property asserts: only our own error type comes out (no internal error), memory stays
-bounded (tracemalloc's peak, which NumPy allocations are counted in, under a cap: the caps must reject
-before allocating), nothing hangs (a SIGALRM guard fails the example instead of hanging CI), and an input
-that is invalid never yields PASS or ``run=true``.
+verdicts); PR comments are hostile pieces repeated up to GitHub's largest body. Each property asserts: only
+our own error type comes out (no internal error), memory stays bounded (tracemalloc's peak, which NumPy
+allocations are counted in, under a cap: the caps must reject before allocating), nothing hangs (a SIGALRM
+guard fails the example instead of hanging CI), and an input that is invalid never yields PASS or
+``run=true``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from precisionbot.errors import ConfigError, DataError, EngineError
 from precisionbot.gh.api import PullInfo
 from precisionbot.gh.event import SHA, parse_event
 from precisionbot.gh.gate import Facts, decide
+from precisionbot.gh.slash import VERBS, Malformed, SlashCommand, parse_command
 from precisionbot.report import render_comment, render_json, render_summary
 from precisionbot.report.load import load_sections
 from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult, Verdict
@@ -52,14 +54,14 @@ GUARD_S = 60
 
 
 @contextmanager
-def bounded(cap_bytes: int = MEMORY_CAP_BYTES) -> Iterator[None]:
-    """Fail (never hang) past ``GUARD_S`` seconds; fail when the traced peak memory passes the cap."""
+def bounded(cap_bytes: int = MEMORY_CAP_BYTES, guard_s: int = GUARD_S) -> Iterator[None]:
+    """Fail (never hang) past ``guard_s`` seconds; fail when the traced peak memory passes the cap."""
 
     def expire(signum: int, frame: Any) -> None:
-        raise AssertionError(f"an input took more than {GUARD_S} s: a hang")
+        raise AssertionError(f"an input took more than {guard_s} s: a hang")
 
     old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(GUARD_S)
+    signal.alarm(guard_s)
     tracemalloc.start()
     try:
         yield
@@ -200,6 +202,71 @@ def test_events(data: st.DataObject) -> None:
         assert not decision.run, (path, value, decision)
     if decision.run:
         assert SHA.fullmatch(decision.sha) and (decision.pr is None or decision.pr >= 1), decision
+
+
+# --- PR comments (slash commands) -----------------------------------------------------------------------------
+
+LARGEST_COMMENT = 65_536
+"""GitHub's largest comment body, in characters: the most a commenter can hand ``parse_command``."""
+COMMENT_GUARD_S = 5
+"""A hang, not a speed limit: a parse takes milliseconds; the quadratic parser took 20 s to a minute."""
+
+
+def sized(head: str, unit: str, tail: str = "") -> str:
+    """``head``, then ``unit`` over and over, then ``tail``: exactly ``LARGEST_COMMENT`` characters."""
+    fill = LARGEST_COMMENT - len(head) - len(tail)
+    return head + (unit * (fill // len(unit) + 1))[:fill] + tail
+
+
+LARGEST_COMMENTS = {
+    "one long word": sized("/precision rerun ", "a"),
+    "one long key=value": sized("/precision rerun models=", "a"),
+    "a word of = signs": sized("/precision rerun ", "="),
+    "a word of quotes": sized("/precision accept ", '"'),
+    "an unclosed quoted reason": sized('/precision accept reason="', "x"),
+    "a long quoted reason": sized('/precision accept reason="', "why ", '"'),
+    'reason="..." again and again': sized("/precision accept ", 'reason="x" '),
+    'pairs run together: reason="x"reason="x"': sized("/precision accept ", 'reason="x"'),
+    'key=" again and again': sized("/precision rerun ", 'a="'),
+    "many key=value words": sized("/precision rerun ", "models=a "),
+    "32,756 model names, all the same": sized("/precision rerun models=", "a,"),
+    "12,770 model names, all different": ("/precision rerun models=" + ",".join(map(str, range(20_000))))[
+        :LARGEST_COMMENT
+    ],
+    "many lines": sized("/precision rerun\n", "x\n"),
+    "/precision over and over": sized("", "/precision "),
+    "whitespace runs": sized("/precision", " \t\u00a0\u3000", " help"),
+    "unicode word": sized("/precision rerun models=", "\u00e9\u0130\U0001f600"),
+    "unicode line breaks": sized("/precision help", "\u2028\u2029\x85"),
+}
+"""The shapes of comment that cost the parser most (a long word cost it a minute), each at the largest size."""
+
+
+def assert_an_answer(result: SlashCommand | Malformed | None) -> None:
+    """A proper parse: not for us (None), a command of a known verb, or one short sentence for the 😕 reply."""
+    if isinstance(result, Malformed):
+        assert result.problem and "\n" not in result.problem and len(result.problem) < 200, result
+    else:
+        assert result is None or (isinstance(result, SlashCommand) and result.verb in VERBS), result
+
+
+COMMENT_PIECES = st.sampled_from(
+    ["/precision ", "rerun", "accept", "reason", "models", "samples", "=", '"', '="', ",", "a", "9", " ", "\t",
+     "\u00a0", "\n", "\u2028", "\u00e9", "\u0130", "\U0001f600", "\ufeff", "`", "@"]
+)  # fmt: skip
+
+
+@FUZZ
+@given(st.data())
+def test_comments(data: st.DataObject) -> None:
+    """A few pieces repeated up to the largest comment, after a drawn start: every parse answers, in time."""
+    head = data.draw(st.sampled_from(["/precision rerun ", "/precision accept ", '/precision accept reason="', ""]))
+    unit = "".join(data.draw(st.lists(COMMENT_PIECES, min_size=1, max_size=6)))
+    tail = data.draw(st.sampled_from(["", '"', " help", 'reason="x"']))
+    body = sized(head, unit, tail)
+    with bounded(guard_s=COMMENT_GUARD_S):
+        result = parse_command(body)
+    assert_an_answer(result)
 
 
 # --- result directories ---------------------------------------------------------------------------------------

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import pickle
+import subprocess
+import sys
 import threading
 import zipfile
 from collections.abc import Callable, Iterator
@@ -29,7 +33,16 @@ from precisionbot.report.load import load_sections
 from precisionbot.results import PositionRecord, RunResult
 from precisionbot.results.directory import write_result
 from tests.engines.test_sglang_parse import REQUEST, _valid
-from tests.test_hostile_fuzz import EVENTS, GOOD_SHA, LAUGHS, forged_run, mutate
+from tests.test_hostile_fuzz import (
+    EVENTS,
+    GOOD_SHA,
+    LARGEST_COMMENT,
+    LARGEST_COMMENTS,
+    LAUGHS,
+    assert_an_answer,
+    forged_run,
+    mutate,
+)
 
 # --- results (items 2-4, #13.14) ------------------------------------------------------------------------------
 
@@ -118,6 +131,44 @@ def test_superscript_digits_are_the_usage_reply_not_a_crash() -> None:
     for text in ("²", "³", "٧", "-7", "+7", "7.0"):
         command = parse_command(f"/precision rerun samples={text}")
         assert isinstance(command, Malformed) and "whole number" in command.problem
+
+
+COMMENT_HANG_S = 30
+"""For all the shapes together, child start included: a hang detector, not a speed limit (the parses take
+milliseconds; before the linear parser, a single long word took 20 s to a minute)."""
+PARSE_EACH = """
+import base64, json, pickle, sys
+from precisionbot.gh.slash import parse_command
+for body in json.load(sys.stdin):
+    print(base64.b64encode(pickle.dumps(parse_command(body))).decode(), flush=True)
+"""
+
+
+def test_the_largest_comments_are_answered_without_a_hang() -> None:
+    """Every shape at 65,536 characters, parsed in a child process that is killed at the deadline: a parse stuck
+    in C (a backtracking regex never returns to the interpreter, so no signal or thread timeout can stop it)
+    fails this test instead of hanging the suite."""
+    names, bodies = list(LARGEST_COMMENTS), list(LARGEST_COMMENTS.values())
+    assert {len(body) for body in bodies} == {LARGEST_COMMENT}
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", PARSE_EACH],
+            input=json.dumps(bodies),
+            capture_output=True,
+            text=True,
+            timeout=COMMENT_HANG_S,
+            check=True,
+        )
+    except subprocess.TimeoutExpired as exc:
+        partial = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        hung = names[partial.count("\n")]
+        pytest.fail(f"parsing {hung!r} took over {COMMENT_HANG_S} s: a hang")
+    results = [pickle.loads(base64.b64decode(line)) for line in child.stdout.splitlines()]
+    for name, result in zip(names, results, strict=True):
+        try:
+            assert_an_answer(result)
+        except AssertionError as exc:
+            raise AssertionError(f"{name}: {exc}") from exc
 
 
 @pytest.mark.parametrize(
