@@ -223,7 +223,7 @@ def _bigram_factors(vocab: Vocab, rank: int) -> tuple[torch.Tensor, torch.Tensor
     The subword table's factors take seconds to compute, so they are cached on disk next to the vocabulary."""
     path = None
     if vocab.size > 1024:
-        tag = f"{cache_key(vocab.size)}-{rank}-{SUBWORD_SHARPNESS}-{SUBWORD_SMOOTHING}-{torch.__version__}-signfixed"
+        tag = f"{cache_key(vocab.size)}-{rank}-{SUBWORD_SHARPNESS}-{SUBWORD_SMOOTHING}-{torch.__version__}-tuned-signs"
         path = cache_dir() / f"bigram-{vocab.name}-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.pt"
         try:
             cached = torch.load(path, weights_only=True)
@@ -232,7 +232,7 @@ def _bigram_factors(vocab: Vocab, rank: int) -> tuple[torch.Tensor, torch.Tensor
             pass
     table = bigram_logprobs(vocab) * (SHARPNESS if vocab.size <= 1024 else SUBWORD_SHARPNESS)
     centered = table - table.mean(1, keepdim=True)
-    u, s, vh = _top_svd(centered, rank)
+    u, s, vh = _top_svd(centered, rank, TUNED_SIGNS.get(vocab.name, 0))
     left = u[:, :rank] * s[:rank].sqrt()
     right = s[:rank].sqrt()[:, None] * vh[:rank]
     if path is not None:
@@ -252,9 +252,10 @@ def _save(path: Path, tensors: dict[str, torch.Tensor]) -> None:
         pass
 
 
-def _top_svd(a: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _top_svd(a: torch.Tensor, rank: int, flips: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The leading ``rank`` singular triplets: exact for the byte table, randomized (seeded) for a subword
-    table, where a full SVD of [V, V] would take most of a minute on 2 cores."""
+    table, where a full SVD of [V, V] would take most of a minute on 2 cores; signs as :func:`_sign_fixed`
+    sets them with ``flips``."""
     if a.shape[0] <= 1024:
         u, s, vh = torch.linalg.svd(a)
     else:
@@ -262,20 +263,32 @@ def _top_svd(a: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor, to
             torch.manual_seed(0)
             u, s, v = torch.svd_lowrank(a, q=rank + 16, niter=4)
         vh = v.T
-    return _sign_fixed(u, s, vh)
+    return _sign_fixed(u, s, vh, flips)
 
 
-def _sign_fixed(u: torch.Tensor, s: torch.Tensor, vh: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The triplets with each pair's sign fixed: the entry of largest magnitude in every left singular vector is
-    made positive (and its right vector flipped with it, so ``u @ diag(s) @ vh`` is unchanged).
+TUNED_SIGNS = {"byte": 0x21A182E83B4240407254A26B, "bpe-4096": 0x76AB12C958B482B0CE0617DC}
+"""Per vocabulary, bit i set: singular pair i has its largest-magnitude left entry negative. These are the
+signs LAPACK gave a 2-thread process, the model the tests' thresholds and the docs' figures were measured on;
+recorded so that every machine and thread count builds that same model (:func:`_sign_fixed`)."""
+
+
+def _sign_fixed(
+    u: torch.Tensor, s: torch.Tensor, vh: torch.Tensor, flips: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The triplets with each pair's sign fixed: the entry of largest magnitude in left singular vector i is
+    made positive, or negative where bit i of ``flips`` is set, and its right vector flipped with it, so
+    ``u @ diag(s) @ vh`` is unchanged.
 
     An SVD defines each pair only up to a shared sign, and LAPACK's choice follows the reduction order, which
     follows the thread count: without this, a process with 1 thread built a different model (the same
     ``left @ right``, but ``left`` and ``right`` feed different layers) than one with 2, and the demo's figures
     moved from machine to machine."""
+    columns = torch.arange(u.shape[1])
     pivot = u.abs().argmax(dim=0)
-    signs = torch.sign(u[pivot, torch.arange(u.shape[1])])
+    signs = torch.sign(u[pivot, columns])
     signs[signs == 0] = 1
+    wanted = torch.tensor([-1.0 if flips >> int(i) & 1 else 1.0 for i in columns], dtype=u.dtype)
+    signs = signs * wanted
     return u * signs, s, vh * signs[: vh.shape[0], None]
 
 
