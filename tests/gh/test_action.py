@@ -333,8 +333,9 @@ def test_bisect_runs_on_the_gpu_runner_as_the_pr_user_and_posts_from_a_job_witho
     assert step["env"]["BISECT_GOOD"] == "${{ needs.plan.outputs.bisect_good }}"
     script = step["run"]
     bisect_case = script[script.index("bisect)") : script.index(";;", script.index("bisect)"))]
-    for flag in ('--good "$good"', '--bad "$SHA"', '--out "results/$CELL/bisect.json"', "--cache", "--comment"):
+    for flag in ('--good "$good"', '--bad "$SHA"', '--out "results/$CELL/bisect.json"', "--cache"):
         assert flag in bisect_case, flag
+    assert "--comment" not in bisect_case  # the comment is rendered from bisect.json: no bisect.md is written
     assert 'git merge-base "origin/$DEFAULT_BRANCH" "$SHA"' in bisect_case  # no good= in the comment
     assert script.index(PR_SH) > script.index("esac")  # every mode runs through pr.sh as the PR user
     # Launch and terminate do not depend on the mode: a bisect gets its instance and always gives it back.
@@ -449,7 +450,7 @@ def test_bisect_defaults_good_to_the_merge_base_with_the_default_branch(tmp_path
     args = run_gpu_step(tmp_path, MODE="bisect", SHA=sha, BISECT_GOOD="", ACCEPT_REASON="", ACCEPTED_BY="")
     assert args[0] == "bisect" and args[args.index("--good") + 1] == base.stdout.strip()
     assert args[args.index("--bad") + 1] == sha and args[args.index("--model") + 1] == "m"
-    assert args[args.index("--comment") + 1] == "results/0/bisect.md"
+    assert "--comment" not in args
     assert args[args.index("--cache") + 1] == "results/0/bisect-cache"
     assert (tmp_path / "results" / "0").is_dir()  # bisect writes its files there; pr.sh copies the workspace
 

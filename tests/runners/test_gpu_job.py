@@ -38,9 +38,10 @@ HOSTILE = (
 )
 
 
-def _run_step(tmp_path: Path, rc: int = 0) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def _run_step(tmp_path: Path, rc: int = 0, end_rc: int = 0) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """The PR step's script as the runner user's bash runs it, with pr.sh replaced by a stand-in that prints
-    HOSTILE for `run` (as PR code would) and records each call's argv and environment."""
+    HOSTILE for `run` (as PR code would), exits ``end_rc`` for `end` and records each call's argv and
+    environment."""
     (step,) = [s for s in _gpu_steps() if s.get("name") == GPU_STEP]
     calls = tmp_path / "calls"
     fake = tmp_path / "pr.sh"
@@ -48,6 +49,7 @@ def _run_step(tmp_path: Path, rc: int = 0) -> tuple[subprocess.CompletedProcess[
         "#!/bin/bash\n"
         f'{{ printf "%s " "$@"; echo; env; }} >> {calls}\n'
         f'if [ "$1" = run ]; then printf "%s" {shlex.quote(HOSTILE)}; exit {rc}; fi\n'
+        f'if [ "$1" = end ]; then exit {end_rc}; fi\n'
     )
     fake.chmod(0o755)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CELL": "0", "SUITE": "pr", "MODEL": "m", "PR": "7"}
@@ -77,19 +79,44 @@ def _obeyed(lines: list[str]) -> list[str]:
     return obeyed
 
 
+def _token(lines: list[str]) -> str:
+    """The resume token, from the step's first two lines: masked first, then the stop line. The runner always
+    echoes a stop line into the job's log (anyone may watch it live on a public repository), never an add-mask
+    line, and the masker then hides the token in the echoed stop line."""
+    (token,) = re.fullmatch(r"::add-mask::([0-9a-f]{32})", lines[0]).groups()  # type: ignore[union-attr]
+    assert lines[1] == f"::stop-commands::{token}"
+    return token
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize("rc", [0, 1])
 def test_pr_output_cannot_command_the_runner(tmp_path: Path, rc: int) -> None:
     done, calls = _run_step(tmp_path, rc)
     assert done.returncode == rc, done.stderr  # the PR step's own verdict still decides the step
     lines = done.stdout.splitlines()
-    (start,) = re.fullmatch(r"::stop-commands::([0-9a-f]{32})", lines[0]).groups()  # type: ignore[union-attr]
+    start = _token(lines)
     # The stop window opens before any PR output and closes last, on a line of its own (the PR's last line had
     # no newline), after pr.sh end has ended the PR user's leftover processes (the calls' order, below).
     assert lines[-1] == f"::{start}::" and "::warning::no newline" in lines
-    assert _obeyed(lines) == [f"::stop-commands::{start}", f"::{start}::"]
-    # The token is in nothing PR code can see: not pr.sh's arguments or environment, not stderr.
+    assert _obeyed(lines) == [f"::add-mask::{start}", f"::stop-commands::{start}", f"::{start}::"]
+    # The token is in nothing PR code can see: not pr.sh's arguments or environment, not stderr; and in the
+    # step's output only in the mask line, the stop line and the resume line.
     assert not any(start in call for call in calls) and start not in done.stderr
+    assert [n for n, line in enumerate(lines) if start in line] == [0, 1, len(lines) - 1]
+    assert [call.split()[0] for call in calls if call.startswith(("run ", "end "))] == ["run", "end"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("rc", [0, 1])
+def test_commands_stay_stopped_when_end_fails(tmp_path: Path, rc: int) -> None:
+    """A PR process that survived `pr.sh end` may still be printing into the step's log: commands do not resume
+    in this step, and it fails whatever the PR step's own verdict was."""
+    done, calls = _run_step(tmp_path, rc, end_rc=1)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    start = _token(lines)
+    assert f"::{start}::" not in lines and not any(start in line for line in lines[2:])
+    assert _obeyed(lines) == [f"::add-mask::{start}", f"::stop-commands::{start}"]
     assert [call.split()[0] for call in calls if call.startswith(("run ", "end "))] == ["run", "end"]
 
 
@@ -98,7 +125,7 @@ def test_the_resume_token_is_fresh_every_run(tmp_path: Path) -> None:
     tokens = set()
     for n in range(3):
         (tmp_path / str(n)).mkdir()
-        tokens.add(_run_step(tmp_path / str(n))[0].stdout.splitlines()[0])
+        tokens.add(_token(_run_step(tmp_path / str(n))[0].stdout.splitlines()))
     assert len(tokens) == 3
 
 
@@ -126,11 +153,12 @@ def test_every_pr_sh_call_of_the_job_is_one_the_sudo_rule_allows(tmp_path: Path)
     rule = (tmp_path / "etc" / "sudoers.d" / "precisionbot").read_text().strip()
     allowed = rule.split(" NOPASSWD: ", 1)[1].split(", ")
     pr_sh = f"{tmp_path}/hooks/pr.sh"
+    # Each call's arguments: after PR_SH, up to the end of the command (`;`, `||`) or of the pinned part.
     calls = [
-        line.strip().removeprefix(PR_SH).split(" || ")[0].split(" -c ")[0]
+        re.split(r" -c |;| \|\| ", line.split(PR_SH, 1)[1])[0]
         for step in _gpu_steps()
         for line in step.get("run", "").splitlines()
-        if line.strip().startswith(PR_SH)
+        if PR_SH in line
     ]
     temp = f"{runner_dir}/_work/_temp"
     assert sorted(calls) == sorted(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -353,10 +354,12 @@ def test_pr_code_runs_with_none_of_the_runner_s_environment(installed: Path, tmp
     assert stat.S_IMODE(ws.stat().st_mode) == 0o700
     # Read as the runner user, written as the PR user, run as the PR user: root itself copies nothing.
     events = (tmp_path / "pr-events.log").read_text().splitlines()
-    assert sorted(events[:2]) == [  # the two ends of one pipe: either may log first
-        "runuser -u precisionbot-pr -- tar -xf - -C " + f"{ws} --no-same-owner",
-        "runuser -u precisionbot-runner -- tar -cf - .",
-    ]
+    extract, create = sorted(events[:2])  # the two ends of one pipe: either may log first
+    assert create == "runuser -u precisionbot-runner -- tar -cf - ."
+    # Into a fresh folder beside WS, moved into place once the copy is complete.
+    copy = rf"{re.escape(str(ws))}\.\w{{6}}"
+    assert re.fullmatch(rf"runuser -u precisionbot-pr -- tar -xf - -C {copy} --no-same-owner", extract), extract
+    assert sorted(path.name for path in ws.parent.iterdir()) == ["ws"]
     assert events[2:] == [
         "runuser -u precisionbot-pr -- env -i HOME=/home/precisionbot-pr PATH=/usr/local/bin:/usr/bin:/bin "
         "LANG=C.UTF-8 AWS_EC2_METADATA_DISABLED=true env"
@@ -385,13 +388,35 @@ def test_pr_sh_copies_only_from_a_job_workspace(installed: Path, tmp_path: Path)
     job's own files) or a link out of the work folder it refuses, before copying anything."""
     work = tmp_path / "actions-runner" / "_work"
     (work / "_temp").mkdir(parents=True)
-    (work / "engine").mkdir()
+    (work / "engine" / "engine" / "deeper").mkdir(parents=True)
     (work / "engine" / "out").symlink_to("/etc")
-    for cwd in (Path("/etc"), work / "_temp", work, work / "engine" / "out", tmp_path):
+    # WORK/<repo>/<repo> exactly: not the folder above it, not one below it (nor _temp's own folders).
+    (work / "_temp" / "x").mkdir()
+    refused_dirs = [Path("/etc"), work / "_temp", work / "_temp" / "x", work, work / "engine"]
+    for cwd in (*refused_dirs, work / "engine" / "out", work / "engine" / "engine" / "deeper", tmp_path):
         refused = _pr_sh(installed, cwd, "run", "--", "id")
         assert refused.returncode == 2 and "is not a job workspace" in refused.stderr, cwd
     assert not (tmp_path / "pr-root" / "ws").exists()
     assert _pr_sh(installed, _workspace(tmp_path), "run", "--", "true").returncode == 0
+
+
+def test_a_failed_copy_leaves_no_half_workspace_for_the_next_run(installed: Path, tmp_path: Path) -> None:
+    """``pr.sh run`` copies the workspace once: a copy that failed half-way (here: tar wrote every file, then
+    failed) must not become the workspace that the next ``run`` takes as copied and runs in."""
+    workspace = _workspace(tmp_path)
+    (workspace / "setup.py").write_text("print('pr code')\n")
+    bin_dir = installed.parent / "pr-bin"
+    bin_dir.mkdir()
+    real_tar = shutil.which("tar")
+    assert real_tar is not None
+    _stub(bin_dir, "tar", f'{real_tar} "$@" || exit; case "$1 ${{TAR_FAILS:-}}" in "-xf 1") exit 2 ;; esac')
+    failed = _pr_sh(installed, workspace, "run", "--", "touch", "ran", TAR_FAILS="1")
+    assert failed.returncode == 1 and "could not be copied" in failed.stderr, failed.stderr
+    pr_root = tmp_path / "pr-root"
+    assert not any(pr_root.iterdir())  # neither WS nor the partial copy is left
+    (workspace / "later.txt").write_text("copied by the second run\n")
+    assert _pr_sh(installed, workspace, "run", "--", "touch", "ran").returncode == 0
+    assert sorted(path.name for path in (pr_root / "ws").iterdir()) == ["later.txt", "ran", "setup.py"]
 
 
 def test_pr_sh_collects_only_into_a_new_folder_of_runner_temp(installed: Path, tmp_path: Path) -> None:
