@@ -4,9 +4,9 @@ An SVD defines each singular pair only up to a shared sign, and LAPACK's choice 
 which follows the number of threads. The bigram factors' signs once did, so a 1-thread process built another
 model than a 2-thread one (the demo's figures moved from machine to machine: match mean k3 2.9e-05 against
 5.5e-05). ``_sign_fixed`` pins them, to the signs the tests and docs were measured with (``TUNED_SIGNS``);
-these tests build the factors in fresh processes at 1 and 2 threads and compare them. Not bit for bit: LAPACK's float64 rounding itself follows the reduction order (measured: at most
-1.2e-12 apart, on entries up to 0.73), far below the float32 the model keeps; a flipped sign is a difference
-of order 1.
+these tests build the factors in fresh processes at 1 and 2 threads and compare them. Not bit for bit:
+LAPACK's float64 rounding itself follows the reduction order (measured: at most 1.2e-12 apart, on entries up
+to 0.73), far below the float32 the model keeps; a flipped sign is a difference of order 1.
 """
 
 from __future__ import annotations
