@@ -28,12 +28,13 @@ import numpy as np
 from precisionbot.config import load_config
 from precisionbot.errors import ConfigError
 from precisionbot.gh.slash import Malformed, SlashCommand, parse_command
+from precisionbot.gh.sticky import COMMENT_LIMIT_CHARS
 from precisionbot.report import render_comment
 from precisionbot.report.heat_strip import worst_strips
 from precisionbot.report.load import load_sections
 from precisionbot.results import PositionRecord, RunResult
 from precisionbot.results.directory import write_result
-from tests.test_hostile_fuzz import LARGEST_COMMENT, LARGEST_COMMENTS, LAUGHS, forged_run
+from tests.test_hostile_fuzz import LARGEST_COMMENTS, LAUGHS, forged_run
 
 
 def measure(fn: Callable[[], Any]) -> tuple[float, float, str]:
@@ -99,7 +100,7 @@ def cpu_ms(fn: Callable[[], Any], repeat: int = 5) -> float:
 
 
 def comment_table() -> None:
-    print(f"| PR comment of {LARGEST_COMMENT:,} characters | CPU ms, best of 5 | answer |")
+    print(f"| PR comment of {COMMENT_LIMIT_CHARS:,} characters | CPU ms, best of 5 | answer |")
     print("| --- | ---: | --- |")
     for name, body in LARGEST_COMMENTS.items():
         ms = cpu_ms(lambda body=body: parse_command(body))

@@ -34,15 +34,18 @@ from precisionbot.config import Config, load_config
 from precisionbot.engines.sglang_parse import parse_batch
 from precisionbot.errors import ConfigError, DataError, EngineError
 from precisionbot.gh.api import PullInfo
-from precisionbot.gh.event import SHA, parse_event
+from precisionbot.gh.event import parse_event
 from precisionbot.gh.gate import Facts, decide
 from precisionbot.gh.slash import VERBS, Malformed, SlashCommand, parse_command
+from precisionbot.gh.sticky import COMMENT_LIMIT_CHARS
 from precisionbot.report import render_comment, render_json, render_summary
 from precisionbot.report.load import load_sections
 from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult, Verdict
 from precisionbot.results import arrays as result_arrays
 from precisionbot.results.directory import write_result
+from precisionbot.untrusted import FULL_SHA
 from tests.engines.test_sglang_parse import REQUEST, _valid
+from tests.gh.test_slash import padded
 from tests.report.test_verify import stats
 
 FUZZ = settings(
@@ -171,7 +174,7 @@ FACTS = Facts(
 def _valid_for(path: tuple[Any, ...], value: Any) -> bool:
     """Whether ``value`` is a legitimate value of a MUST_BE_VALID field (then it may run)."""
     if path[-1] in ("sha", "after"):
-        return isinstance(value, str) and SHA.fullmatch(value) is not None
+        return isinstance(value, str) and FULL_SHA.fullmatch(value) is not None
     if path == ("inputs", "pr"):
         text = str(value)
         return value is None or (isinstance(value, (str, int)) and text.isascii() and text.isdigit() and int(text) > 0)
@@ -201,43 +204,35 @@ def test_events(data: st.DataObject) -> None:
     if path in MUST_BE_VALID and invalid:
         assert not decision.run, (path, value, decision)
     if decision.run:
-        assert SHA.fullmatch(decision.sha) and (decision.pr is None or decision.pr >= 1), decision
+        assert FULL_SHA.fullmatch(decision.sha) and (decision.pr is None or decision.pr >= 1), decision
 
 
 # --- PR comments (slash commands) -----------------------------------------------------------------------------
 
-LARGEST_COMMENT = 65_536
-"""GitHub's largest comment body, in characters: the most a commenter can hand ``parse_command``."""
 COMMENT_GUARD_S = 5
 """A hang, not a speed limit: a parse takes milliseconds; the quadratic parser took 20 s to a minute."""
 
 
-def sized(head: str, unit: str, tail: str = "") -> str:
-    """``head``, then ``unit`` over and over, then ``tail``: exactly ``LARGEST_COMMENT`` characters."""
-    fill = LARGEST_COMMENT - len(head) - len(tail)
-    return head + (unit * (fill // len(unit) + 1))[:fill] + tail
-
-
 LARGEST_COMMENTS = {
-    "one long word": sized("/precision rerun ", "a"),
-    "one long key=value": sized("/precision rerun models=", "a"),
-    "a word of = signs": sized("/precision rerun ", "="),
-    "a word of quotes": sized("/precision accept ", '"'),
-    "an unclosed quoted reason": sized('/precision accept reason="', "x"),
-    "a long quoted reason": sized('/precision accept reason="', "why ", '"'),
-    'reason="..." again and again': sized("/precision accept ", 'reason="x" '),
-    'pairs run together: reason="x"reason="x"': sized("/precision accept ", 'reason="x"'),
-    'key=" again and again': sized("/precision rerun ", 'a="'),
-    "many key=value words": sized("/precision rerun ", "models=a "),
-    "32,756 model names, all the same": sized("/precision rerun models=", "a,"),
+    "one long word": padded("/precision rerun ", "a"),
+    "one long key=value": padded("/precision rerun models=", "a"),
+    "a word of = signs": padded("/precision rerun ", "="),
+    "a word of quotes": padded("/precision accept ", '"'),
+    "an unclosed quoted reason": padded('/precision accept reason="', "x"),
+    "a long quoted reason": padded('/precision accept reason="', "why ", '"'),
+    'reason="..." again and again': padded("/precision accept ", 'reason="x" '),
+    'pairs run together: reason="x"reason="x"': padded("/precision accept ", 'reason="x"'),
+    'key=" again and again': padded("/precision rerun ", 'a="'),
+    "many key=value words": padded("/precision rerun ", "models=a "),
+    "32,756 model names, all the same": padded("/precision rerun models=", "a,"),
     "12,770 model names, all different": ("/precision rerun models=" + ",".join(map(str, range(20_000))))[
-        :LARGEST_COMMENT
+        :COMMENT_LIMIT_CHARS
     ],
-    "many lines": sized("/precision rerun\n", "x\n"),
-    "/precision over and over": sized("", "/precision "),
-    "whitespace runs": sized("/precision", " \t\u00a0\u3000", " help"),
-    "unicode word": sized("/precision rerun models=", "\u00e9\u0130\U0001f600"),
-    "unicode line breaks": sized("/precision help", "\u2028\u2029\x85"),
+    "many lines": padded("/precision rerun\n", "x\n"),
+    "/precision over and over": padded("", "/precision "),
+    "whitespace runs": padded("/precision", " \t\u00a0\u3000", " help"),
+    "unicode word": padded("/precision rerun models=", "\u00e9\u0130\U0001f600"),
+    "unicode line breaks": padded("/precision help", "\u2028\u2029\x85"),
 }
 """The shapes of comment that cost the parser most (a long word cost it a minute), each at the largest size."""
 
@@ -263,7 +258,7 @@ def test_comments(data: st.DataObject) -> None:
     head = data.draw(st.sampled_from(["/precision rerun ", "/precision accept ", '/precision accept reason="', ""]))
     unit = "".join(data.draw(st.lists(COMMENT_PIECES, min_size=1, max_size=6)))
     tail = data.draw(st.sampled_from(["", '"', " help", 'reason="x"']))
-    body = sized(head, unit, tail)
+    body = padded(head, unit, tail)
     with bounded(guard_s=COMMENT_GUARD_S):
         result = parse_command(body)
     assert_an_answer(result)

@@ -26,6 +26,7 @@ from precisionbot.engines.sglang_parse import parse_batch
 from precisionbot.errors import ConfigError, DataError, EngineError
 from precisionbot.gh.event import parse_event, pr_of
 from precisionbot.gh.slash import Malformed, parse_command
+from precisionbot.gh.sticky import COMMENT_LIMIT_CHARS
 from precisionbot.gh.workflow import log_block, log_text
 from precisionbot.report.escape import ZWJ, markdown_text
 from precisionbot.report.heat_strip import worst_strips
@@ -36,7 +37,6 @@ from tests.engines.test_sglang_parse import REQUEST, _valid
 from tests.test_hostile_fuzz import (
     EVENTS,
     GOOD_SHA,
-    LARGEST_COMMENT,
     LARGEST_COMMENTS,
     LAUGHS,
     assert_an_answer,
@@ -149,7 +149,7 @@ def test_the_largest_comments_are_answered_without_a_hang() -> None:
     in C (a backtracking regex never returns to the interpreter, so no signal or thread timeout can stop it)
     fails this test instead of hanging the suite."""
     names, bodies = list(LARGEST_COMMENTS), list(LARGEST_COMMENTS.values())
-    assert {len(body) for body in bodies} == {LARGEST_COMMENT}
+    assert {len(body) for body in bodies} == {COMMENT_LIMIT_CHARS}
     try:
         child = subprocess.run(
             [sys.executable, "-c", PARSE_EACH],

@@ -133,12 +133,12 @@ def check_plan(runs: Sequence[Checked], plan: Plan) -> None:
             )
 
 
-def publish(staging: Store, target: Store, now: datetime, plan: Plan | None = None) -> list[RunMeta]:
-    """Verify everything first (against ``plan`` when given: one staging store holding every cell), then
-    write run by run (create-only; meta.json last)."""
+def publish(staging: Store, target: Store, now: datetime, *, plan: Plan) -> list[RunMeta]:
+    """Verify everything first, against ``plan`` too (one staging store holding every cell), then write run by
+    run (create-only; meta.json last). ``plan`` is required: a publish that skips it writes whatever the
+    engine's code staged, which is the hole :func:`check_plan` closes."""
     runs = check_staged(staging, now)
-    if plan is not None:
-        check_plan(runs, plan)
+    check_plan(runs, plan)
     return write_checked(runs, target)
 
 

@@ -95,12 +95,13 @@ def register(subparsers: Any) -> None:
     plan = pub.add_argument_group(
         "the plan", "what the runs must be (the plan's outputs): anything else is refused and nothing is written"
     )
-    plan.add_argument("--sha", required=True, metavar="SHA", help="the commit the runs were recorded at (sha)")
+    # Required, but checked in _publish rather than by argparse: workflows written before the plan check call
+    # `baseline publish` without them, and the error must say what to add.
+    plan.add_argument("--sha", metavar="SHA", help="required: the commit the runs were recorded at (sha)")
     plan.add_argument(
         "--models",
-        required=True,
         metavar="NAME,...",
-        help="the model of each matrix cell, comma-separated: exactly one run per cell",
+        help="required: the model of each matrix cell, comma-separated: exactly one run per cell",
     )
     plan.add_argument(
         "--mode", choices=("baseline", "accept"), default="baseline", help="accept: every run accepts --pr at --sha"
@@ -329,6 +330,16 @@ def _publish(args: argparse.Namespace) -> int:
     from precisionbot.config import load_config_or_default
     from precisionbot.errors import ConfigError
 
+    missing = [flag for flag, value in (("--sha", args.sha), ("--models", args.models)) if value is None]
+    if missing:
+        raise ConfigError(
+            f"baseline publish needs the plan it publishes against: add {' and '.join(missing)}, e.g. in the "
+            "publish job's `with:` `sha: ${{ needs.plan.outputs.sha }}` and "
+            "`args: --mode ${{ needs.plan.outputs.mode }} "
+            "--models ${{ join(fromJSON(needs.plan.outputs.matrix).include.*.model, ',') }}`, or by hand "
+            "`--sha <the 40-hex commit recorded> --models org/model-a,org/model-b` "
+            "(docs/baselines.md, Upgrading)"
+        )
     accepting = args.mode == "accept"
     if accepting and args.pr is None:
         raise ConfigError("--mode accept needs --pr N: the PR whose numbers were accepted")

@@ -53,10 +53,14 @@ def read_cell(directory: str, pinned: str | None) -> BisectCell:
         return BisectCell(label, problem=f"{path} is not a bisect result: not UTF-8 text (byte {exc.start})")
     except RecursionError:
         return BisectCell(label, problem=f"{path} is not a bisect result: nested too deeply")
-    except ValueError as exc:  # json.JSONDecodeError
+    except json.JSONDecodeError as exc:
         return BisectCell(label, problem=f"{path} is not JSON: {str(exc)[:200]}")
     except DataError as exc:
         return BisectCell(label, problem=f"{path} is not a bisect result: {exc}")
+    except (ArithmeticError, TypeError, ValueError) as exc:
+        # Whatever else hostile content makes the parser raise (an integer past Python's 4,300-digit limit is a
+        # ValueError) is this cell's "no result", never an internal error that posts no comment at all.
+        return BisectCell(label, problem=f"{path} is not a bisect result: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def bisect_comment_action(

@@ -23,12 +23,12 @@ and its outputs, artifacts and conclusion are the PR author's to choose. What it
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import timedelta
 
 from precisionbot.gh.api import IssueEvent, PullInfo
 from precisionbot.gh.event import Event
+from precisionbot.untrusted import FULL_SHA
 
 TRIGGER_WINDOW = timedelta(seconds=30)
 """How long after a ``labeled`` event a run still counts as started by it (GitHub creates the run within
@@ -40,7 +40,6 @@ gate workflow may run on it, so it hides the label."""
 HEAD_EVENTS = frozenset({"head_ref_force_pushed", "head_ref_restored", "head_ref_deleted"})
 """Head changes GitHub logs (plain pushes it does not): any of these between the label and the run, by anyone,
 means the head may not be the one labelled."""
-_FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def precheck(event: Event) -> str | None:
@@ -49,7 +48,7 @@ def precheck(event: Event) -> str | None:
         return f"workflow_run {event.action!r}: only completed runs are read"
     if event.run_event != "pull_request":
         return f"the watched run was started by {event.run_event!r}; only pull_request runs are consumed"
-    if not _FULL_SHA.fullmatch(event.head_sha or ""):
+    if not FULL_SHA.fullmatch(event.head_sha or ""):
         return f"the run's head_sha {event.head_sha!r} is not a full commit id"
     if not event.base_repo:
         return "the workflow_run payload names no repository"

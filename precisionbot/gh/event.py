@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from precisionbot.errors import DataError
+from precisionbot.untrusted import FULL_SHA
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,6 @@ class Event:
         return self.head_repo != self.base_repo
 
 
-SHA = re.compile(r"[0-9a-f]{40}")
-"""A full commit id: what GitHub sends in ``head.sha``, ``after`` and ``GITHUB_SHA`` (never a prefix)."""
 MAX_ID = 2**53
 """GitHub's ids and numbers are JSON integers well below this (JavaScript's safe integers)."""
 
@@ -160,7 +159,7 @@ def _name(obj: Any, field: str) -> str:
 
 
 def _sha(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not SHA.fullmatch(value):
+    if not isinstance(value, str) or not FULL_SHA.fullmatch(value):
         raise _Bad(field, "expected a full 40-hex commit id")
     return value
 
@@ -203,7 +202,7 @@ def _login(obj: Any, field: str) -> str | None:
 
 def _parse(name: str, payload: Mapping[str, Any], sha: str | None) -> Event:
     repo = _obj(payload, "repository", "repository", required=False)
-    if sha is not None and not SHA.fullmatch(sha):
+    if sha is not None and not FULL_SHA.fullmatch(sha):
         raise _Bad("GITHUB_SHA", "expected a full 40-hex commit id")
     common: dict[str, Any] = {
         "name": name,

@@ -53,11 +53,10 @@ from precisionbot.gh.approval import approvers
 from precisionbot.gh.event import Event
 from precisionbot.gh.matrix import build_matrix
 from precisionbot.gh.slash import USAGE, Malformed, SlashCommand, parse_command
+from precisionbot.untrusted import FULL_SHA
 
 PR_ACTIONS = ("opened", "synchronize", "reopened", "labeled")
 EYES, ROCKET, CONFUSED = "eyes", "rocket", "confused"
-FULL_SHA_LENGTH = 40
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -317,7 +316,7 @@ def _tell_labeller(refusal: Decision, event: Event, config: Config) -> Decision:
     who added the label otherwise sees nothing happen. Mentions only their login (dropped unless it is a
     valid one), names the head and says what to do; the marker keys it by the head so it is said once."""
     sha, gh = event.head_sha or "", config.github
-    if event.pr is None or not _SHA.fullmatch(sha):
+    if event.pr is None or not FULL_SHA.fullmatch(sha):
         return refusal
     lead = f"@{event.sender}: this PR" if event.sender and _LOGIN.fullmatch(event.sender) else "This PR"
     label = gh.fork_label.replace("`", "ˋ")
@@ -447,7 +446,7 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
     assert pull is not None, "needs() asks for the pull on rerun"
     if pull.state != "open":
         return _refuse("PR is not open", "😕 This PR is closed; reopen it to run the checks.")
-    if pull.is_fork and (command.sha is None or len(command.sha) != FULL_SHA_LENGTH):
+    if pull.is_fork and (command.sha is None or not FULL_SHA.fullmatch(command.sha)):
         # A short prefix is no pin for untrusted code: a colliding commit can be ground and force-pushed.
         given = "without `sha=`" if command.sha is None else f"with the short `sha={command.sha}`"
         return _refuse(

@@ -10,18 +10,16 @@ repository's own workflow run.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 
 from precisionbot.results import RunResult
-
-_FULL_SHA = re.compile(r"[0-9a-f]{40}")
+from precisionbot.untrusted import FULL_SHA
 
 
 def check_pinned_sha(sha: str) -> str:
     """``--sha``: the plan's ``sha`` output, a full 40-hex commit id (a prefix pins nothing)."""
-    if not _FULL_SHA.fullmatch(sha):
+    if not FULL_SHA.fullmatch(sha):
         raise ValueError(f"{sha[:48]!r} is not a full 40-hex commit id (pass the plan's sha output)")
     return sha
 

@@ -1,7 +1,9 @@
 """``/precision <verb> [key=value ...]`` on the first line of a PR comment. Pure.
 
 ``parse_command(body)`` returns None when the comment is not addressed to us (ignored quietly), a
-``SlashCommand`` when it is well formed, or a ``Malformed`` (answered with 😕 and the usage text).
+``SlashCommand`` when it is well formed, or a ``Malformed``. The gate answers a ``Malformed`` from someone with
+the ``rerun`` role with a 😕 reply naming the problem and the usage text; anyone else gets a bare 😕 reaction
+for every command, malformed or not (a reply would let anyone make the bot write).
 """
 
 from __future__ import annotations

@@ -68,20 +68,38 @@ def upsert_comment(api: GitHubApi, pr: int, body: str, marker: str = DEFAULT_MAR
     if not ours:
         return Upserted(api.create_comment(pr, full), created=True)
     updated = api.update_comment(ours[0].id, full)
+    return Upserted(updated, created=False, removed_duplicates=_remove_duplicates(api, ours))
+
+
+def _remove_duplicates(api: GitHubApi, ours: list[Comment]) -> int:
+    """Delete all but the oldest of ``ours`` (find_ours's order); how many went. Every writer keeps the
+    oldest, so two jobs cleaning up at once agree on the survivor."""
     removed = 0
     for extra in ours[1:]:
         try:
             api.delete_comment(extra.id)
             removed += 1
         except GitHubError:
-            pass  # a leftover duplicate is untidy, not wrong: the next run tries again
-    return Upserted(updated, created=False, removed_duplicates=removed)
+            pass  # a leftover duplicate is untidy, not wrong (or a racing job deleted it first): retried next run
+    return removed
 
 
 def post_once(api: GitHubApi, pr: int, body: str, marker: str) -> Comment | None:
     """Post ``body`` (with ``marker`` first) unless a comment of ours already carries ``marker``; returns the
-    new comment, or None when there was one. For replies that must not repeat (one per refused head,
-    however often the refused request is repeated): the marker names what the reply is about."""
-    if find_ours(api, pr, marker):
+    reply that stands, or None when there was one. For replies that must not repeat (one per refused head,
+    however often the refused request is repeated): the marker names what the reply is about.
+
+    Looking first is not enough: a retried POST, or two jobs answering the same head at once (the
+    ``pull_request`` plan and the ``workflow_run`` consumer), can each post. So it looks again after posting
+    (and any later call looks too) and keeps only the oldest copy, like :func:`upsert_comment`."""
+    ours = find_ours(api, pr, marker)
+    if ours:
+        _remove_duplicates(api, ours)  # one an earlier call could not clean up
         return None
-    return api.create_comment(pr, fit_comment(body if marker in body else f"{marker}\n{body}"))
+    posted = api.create_comment(pr, fit_comment(body if marker in body else f"{marker}\n{body}"))
+    try:
+        ours = find_ours(api, pr, marker)
+    except GitHubError:
+        return posted  # the reply is said; a duplicate, if any, goes at the next call
+    _remove_duplicates(api, ours)
+    return ours[0] if ours else posted

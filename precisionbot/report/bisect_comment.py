@@ -19,6 +19,7 @@ from typing import Any
 
 from precisionbot.errors import DataError
 from precisionbot.report.escape import label_text, prose
+from precisionbot.untrusted import FULL_SHA
 
 MARKER = "<!-- precisionbot:bisect -->"
 """The bisect comment's own marker: never the verdict comment's (``<!-- precisionbot:comment ... -->``), so
@@ -36,7 +37,6 @@ MAX_CELLS = 16
 """Cells shown in one comment; a matrix has one per model. The folders come from an artifact that PR code
 wrote, so there may be more: they are counted, not shown."""
 
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _CHECK = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
 
 
@@ -108,8 +108,8 @@ def _text(value: Any, field: str) -> str:
 
 
 def _sha(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not _SHA.fullmatch(value):
-        raise _fail(field, "expected a full commit id (40 or 64 lower-case hex digits)")
+    if not isinstance(value, str) or not FULL_SHA.fullmatch(value):
+        raise _fail(field, "expected a full commit id (40 lower-case hex digits)")
     return value
 
 
@@ -123,6 +123,8 @@ def _kind(value: Any) -> str:
     """What a JSON value is, for an error message (a string shown cut, never whole)."""
     if value is None or isinstance(value, bool):
         return "null" if value is None else f"boolean {str(value).lower()}"
+    if isinstance(value, int) and abs(value) >= 10**40:  # repr of a huge int is slow, past 4,300 digits an error
+        return f"a {'negative ' if value < 0 else ''}number of more than 40 digits"
     if isinstance(value, (int, float)):
         return f"number {value!r}"[:60]
     if isinstance(value, str):
@@ -142,10 +144,21 @@ def _numbers(value: Any, field: str) -> dict[str, dict[str, float]]:
         for stat, number in _object(stats, where).items():
             if stat not in HEADLINE_STATS:
                 raise _fail(where, f"unknown number {stat[:40]!r} (expected {', '.join(HEADLINE_STATS)})")
-            if isinstance(number, bool) or not isinstance(number, (int, float)):
-                raise _fail(f"{where}.{stat}", f"expected a number, got {_kind(number)}")
-            out[check][stat] = float(number)
+            out[check][stat] = _number(number, f"{where}.{stat}")
     return out
+
+
+def _number(value: Any, field: str) -> float:
+    """A headline number as a float. NaN and ±Infinity pass (Python's ``json`` reads them, and ``bisect --out``
+    writes them: a commit whose logprobs are all NaN has a NaN ``mean_k3``, exactly what the bad step may
+    show; :func:`_value` prints them as ``nan``/``inf``); an integer too large for a float is refused here,
+    naming the field, rather than raising ``OverflowError`` in the caller."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(field, f"expected a number, got {_kind(value)}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise _fail(field, f"expected a number a float can hold, got {_kind(value)}") from None
 
 
 def _step(value: Any, field: str) -> BisectStep:

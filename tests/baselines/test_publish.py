@@ -51,18 +51,18 @@ def test_publish_copies_verified_runs_to_s3_and_never_overwrites(aws: str, tmp_p
     boto3.client("s3").create_bucket(Bucket="pb-golden")
     target = open_store("s3://pb-golden/ci")
     meta = _stage(tmp_path / "stage")
-    (published,) = publish(open_store(str(tmp_path / "stage")), target, NOW)
+    (published,) = publish(open_store(str(tmp_path / "stage")), target, NOW, plan=PLAN)
     assert published.run_id == meta.run_id
     assert [m.run_id for m in list_runs(target)] == [meta.run_id]
     with pytest.raises(StoreError, match="already exists"):
-        publish(open_store(str(tmp_path / "stage")), target, NOW)
+        publish(open_store(str(tmp_path / "stage")), target, NOW, plan=PLAN)
 
 
 def test_a_run_dated_in_the_future_is_refused(tmp_path: Path) -> None:
     _stage(tmp_path / "stage", when=NOW + timedelta(days=365))
     target = open_store(str(tmp_path / "store"))
     with pytest.raises(StoreError, match="from the future"):
-        publish(open_store(str(tmp_path / "stage")), target, NOW)
+        publish(open_store(str(tmp_path / "stage")), target, NOW, plan=PLAN)
     assert not (tmp_path / "store").exists()
 
 
@@ -71,11 +71,11 @@ def test_tampered_or_stray_files_are_refused_before_any_write(tmp_path: Path) ->
     npz = tmp_path / "stage" / meta.prefix / "golden.npz"
     npz.write_bytes(npz.read_bytes() + b"x")
     with pytest.raises(StoreError, match="does not match the sha256"):
-        publish(open_store(str(tmp_path / "stage")), open_store(str(tmp_path / "store")), NOW)
+        publish(open_store(str(tmp_path / "stage")), open_store(str(tmp_path / "store")), NOW, plan=PLAN)
     clean = _stage(tmp_path / "stage2")
     (tmp_path / "stage2" / clean.prefix / "extra.npz").write_bytes(b"zz")
     with pytest.raises(StoreError, match=r"no run's meta\.json lists"):
-        publish(open_store(str(tmp_path / "stage2")), open_store(str(tmp_path / "store")), NOW)
+        publish(open_store(str(tmp_path / "stage2")), open_store(str(tmp_path / "store")), NOW, plan=PLAN)
     assert not (tmp_path / "store").exists()
 
 
@@ -86,7 +86,7 @@ def test_a_meta_moved_under_another_models_key_is_refused(tmp_path: Path) -> Non
     moved.parent.mkdir(parents=True)
     src.rename(moved)
     with pytest.raises(StoreError, match="describes"):
-        publish(open_store(str(tmp_path / "stage")), open_store(str(tmp_path / "store")), NOW)
+        publish(open_store(str(tmp_path / "stage")), open_store(str(tmp_path / "store")), NOW, plan=PLAN)
 
 
 def test_publish_cli_reads_the_store_from_the_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -139,7 +139,7 @@ def test_a_run_the_plan_did_not_dispatch_is_refused_naming_it(
     or missing acceptance, or a cell without its one run is refused before anything is written."""
     meta = _stage(tmp_path / "stage", **run)
     with pytest.raises(StoreError) as caught:
-        publish(open_store(str(tmp_path / "stage")), open_store(str(tmp_path / "store")), NOW, plan)
+        publish(open_store(str(tmp_path / "stage")), open_store(str(tmp_path / "store")), NOW, plan=plan)
     assert problem in str(caught.value)
     if "cell(s)" not in problem:
         assert f"run {meta.prefix[:-1]} in " in str(caught.value)  # names the run
@@ -150,7 +150,10 @@ def test_a_run_the_plan_did_not_dispatch_is_refused_naming_it(
 def test_an_accepted_run_of_the_plan_is_published(tmp_path: Path) -> None:
     meta = _stage(tmp_path / "stage", extra=ACCEPTED)
     (published,) = publish(
-        open_store(str(tmp_path / "stage")), open_store(str(tmp_path / "store")), NOW, replace(PLAN, accepted_pr=12)
+        open_store(str(tmp_path / "stage")),
+        open_store(str(tmp_path / "store")),
+        NOW,
+        plan=replace(PLAN, accepted_pr=12),
     )
     assert published.run_id == meta.run_id
 
@@ -178,8 +181,13 @@ def test_two_runs_for_one_cell_are_refused_across_staging_stores(
 def test_publish_cli_needs_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _stage(tmp_path / "stage")
     stage = str(tmp_path / "stage")
+    # Workflows written before the plan check omit both: the error says what to add, with an example.
     assert main(["baseline", "publish", stage, "--store", str(tmp_path / "store")]) == 3
-    assert "--sha" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "needs the plan it publishes against: add --sha and --models, e.g. in the publish job's" in err
+    assert "--models ${{ join(fromJSON(needs.plan.outputs.matrix).include.*.model, ',') }}" in err
+    assert main(["baseline", "publish", stage, "--store", str(tmp_path / "store"), "--sha", SHA]) == 3
+    assert "add --models, e.g." in capsys.readouterr().err
     plan = ["--store", str(tmp_path / "store"), "--sha", SHA, "--models", "org/tiny"]
     assert main(["baseline", "publish", stage, *plan, "--mode", "accept"]) == 3
     assert "--mode accept needs --pr N" in capsys.readouterr().err
@@ -218,7 +226,7 @@ def test_a_lenient_run_id_is_refused_and_never_selected(tmp_path: Path) -> None:
     bogus = _meta(when=datetime(2026, 9, 1, tzinfo=timezone.utc), run_id=BOGUS)
     stage.put_bytes(bogus.prefix + "meta.json", encode_meta(bogus))
     with pytest.raises(StoreError, match=r"run id '202691T0000000Z-default-12345678' is not of the form") as caught:
-        publish(stage, open_store(str(tmp_path / "store")), NOW, PLAN)
+        publish(stage, open_store(str(tmp_path / "store")), NOW, plan=PLAN)
     assert f"run {bogus.prefix[:-1]} in" in str(caught.value)
     with pytest.raises(StoreError, match="is not of the form"):
         write_run(open_store(str(tmp_path / "store")), bogus, {})

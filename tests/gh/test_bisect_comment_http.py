@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,12 @@ def cell(root: Path, name: str, data: Any = None, raw: bytes | None = None) -> s
     return str(folder)
 
 
+def with_number(value: float) -> dict[str, Any]:
+    data = payload()
+    data["steps"][0]["numbers"] = {"match": {"mean_k3": value}}
+    return data
+
+
 def hostile_results(root: Path) -> list[str]:
     forged = payload()
     for step in forged["steps"]:
@@ -59,7 +66,11 @@ def hostile_results(root: Path) -> list[str]:
     dirs.append(cell(root, "2", payload(first_bad=[ATTACK])))
     dirs.append(cell(root, "3"))  # the bisect died: no bisect.json
     dirs.append(cell(root, "4", payload(bad="e" * 40)))  # a bisect of some other range
-    dirs += [cell(root, f"{n}", payload()) for n in range(5, 40)]  # many cells
+    dirs.append(cell(root, "5", with_number(10**400 - 1)))  # 400 nines: too large for a float
+    dirs.append(cell(root, "6", raw=b'{"commits": ' + b"9" * 5000 + b"}"))  # past Python's int-parsing limit
+    dirs.append(cell(root, "7", raw=b"[" * 100_000 + b"]" * 100_000))  # deeper than the parser recurses
+    dirs.append(cell(root, "8", with_number(math.nan)))  # what a commit with NaN logprobs honestly shows
+    dirs += [cell(root, f"{n}", payload()) for n in range(9, 40)]  # many cells
     return dirs
 
 
@@ -92,6 +103,13 @@ def test_hostile_bisect_files_make_one_inert_comment_and_leave_the_verdict_alone
     assert (
         "results/4/bisect.json is not a bisect result: bad: " + "e" * 40 + " is not the commit the plan pinned" in body
     )
+    assert (
+        "results/5/bisect.json is not a bisect result: steps\\[0\\].numbers.match.mean\\_k3: "
+        "expected a number a float can hold, got a number of more than 40 digits" in body
+    )
+    assert "results/6/bisect.json is not a bisect result: ValueError: Exceeds the limit (4300 digits)" in body
+    assert "results/7/bisect.json is not a bisect result: nested too deeply" in body
+    assert "#### 8: first bad commit `cccccccccccc`" in body and "match mean k3 nan" in body
     assert "*24 more result folders are not shown" in body
     assert "::warning::precisionbot: bisect cell 2: " in log.getvalue()
 

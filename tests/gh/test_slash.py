@@ -9,9 +9,7 @@ from hypothesis import strategies as st
 
 from precisionbot.gh import slash
 from precisionbot.gh.slash import USAGE, Malformed, SlashCommand, parse_command
-
-LARGEST = 65_536
-"""GitHub's largest comment body, in characters."""
+from precisionbot.gh.sticky import COMMENT_LIMIT_CHARS
 
 
 @pytest.mark.parametrize(
@@ -197,9 +195,10 @@ def test_the_first_line_ends_where_splitlines_ends_it() -> None:
 
 
 def padded(head: str, unit: str, tail: str = "") -> str:
-    """A comment of exactly ``LARGEST`` characters: ``head``, ``unit`` repeated, spaces, ``tail``."""
-    count = (LARGEST - len(head) - len(tail)) // len(unit)
-    return head + unit * count + " " * (LARGEST - len(head) - len(tail) - count * len(unit)) + tail
+    """A comment of exactly ``COMMENT_LIMIT_CHARS`` characters (GitHub's largest, the most a commenter can hand
+    ``parse_command``): ``head``, ``unit`` repeated whole, spaces, ``tail``."""
+    fill = COMMENT_LIMIT_CHARS - len(head) - len(tail)
+    return head + unit * (fill // len(unit)) + " " * (fill % len(unit)) + tail
 
 
 A39, Q39, U39, E39 = ("a" * 39), ('"' * 39), ("\u00fc" * 39), ("\u00e9" * 39)
@@ -211,7 +210,7 @@ ONLY_REASON = 'only `reason` takes a quoted value (`/precision accept reason="..
     ("body", "expected"),
     [
         (padded("/precision rerun ", "a"), Malformed(f"`{A39}…` is not `key=value`")),
-        (padded("/precision rerun models=", "a"), SlashCommand("rerun", models=("a" * (LARGEST - 24),))),
+        (padded("/precision rerun models=", "a"), SlashCommand("rerun", models=("a" * (COMMENT_LIMIT_CHARS - 24),))),
         (padded("/precision rerun models=", "a,"), SlashCommand("rerun", models=("a",))),
         (padded("/precision rerun ", "="), Malformed(f"`` is not an option of `rerun` {RERUN_OPTIONS}")),
         (padded("/precision rerun ", '"'), Malformed(f"`{Q39}…` is not `key=value`")),
@@ -235,5 +234,5 @@ def test_the_largest_comments_parse_to_what_they_say(body: str, expected: SlashC
     """Correctness at GitHub's size, shape by shape: one long word (a minute of backtracking before), long
     values, runs of pairs, whitespace, many lines, unicode. The speed is measured in
     ``benchmarks/bench_hostile.py``; ``tests/test_hostile_inputs.py`` shows that no shape hangs."""
-    assert len(body) == LARGEST
+    assert len(body) == COMMENT_LIMIT_CHARS
     assert parse_command(body) == expected

@@ -6,7 +6,14 @@ import pytest
 
 from precisionbot.errors import GitHubError
 from precisionbot.gh.rest import RestGitHub
-from precisionbot.gh.sticky import COMMENT_LIMIT_CHARS, DEFAULT_MARKER, TRUNCATED_NOTE, fit_comment, upsert_comment
+from precisionbot.gh.sticky import (
+    COMMENT_LIMIT_CHARS,
+    DEFAULT_MARKER,
+    TRUNCATED_NOTE,
+    fit_comment,
+    post_once,
+    upsert_comment,
+)
 from tests.gh.conftest import rest
 from tests.support.fake_github import FakeGitHub
 
@@ -66,6 +73,32 @@ def test_duplicates_from_a_retried_post_converge_to_one(fake_github: FakeGitHub,
     result = upsert_comment(api, 7, "fresh")
     assert result.removed_duplicates == 1
     assert [c["body"] for c in ours(fake_github)] == [f"{DEFAULT_MARKER}\nfresh"]
+
+
+REPLY_MARKER = "<!-- precisionbot:reply head=abc -->"
+
+
+def test_post_once_after_a_retried_post_leaves_one_reply(fake_github: FakeGitHub, api: RestGitHub) -> None:
+    # The POST happens but its answer is lost: GithubRetry posts again, and two replies stand for a moment.
+    fake_github.add_pull(7)
+    fake_github.lose_answer_next("POST", r"/issues/7/comments$", status=502)
+    reply = post_once(api, 7, "refused", REPLY_MARKER)
+    assert len(fake_github.calls("POST", r"/issues/7/comments$")) == 2
+    (comment,) = ours(fake_github)
+    assert reply is not None and reply.id == comment["id"] and comment["body"] == f"{REPLY_MARKER}\nrefused"
+    assert post_once(api, 7, "refused", REPLY_MARKER) is None and len(ours(fake_github)) == 1
+
+
+def test_post_once_removes_a_racing_jobs_duplicate_keeping_the_oldest(fake_github: FakeGitHub, api: RestGitHub) -> None:
+    # The pull_request plan and the workflow_run consumer each posted the reply before either looked again.
+    fake_github.add_pull(7)
+    first, _ = (
+        fake_github.add_comment(7, f"{REPLY_MARKER}\nrefused", user=fake_github.bot_login, user_type="Bot")
+        for _ in range(2)
+    )
+    assert post_once(api, 7, "refused", REPLY_MARKER) is None
+    assert [c["id"] for c in ours(fake_github)] == [first["id"]]
+    assert not fake_github.calls("POST", r"/issues/7/comments$")
 
 
 def test_rate_limited_answers_are_retried(fake_github: FakeGitHub, api: RestGitHub) -> None:

@@ -3,6 +3,7 @@ and hostile strings made inert. Pure."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -92,6 +93,7 @@ def with_step(**fields: Any) -> dict[str, Any]:
         ({k: v for k, v in payload().items() if k != "steps"}, "steps", "missing"),
         (payload(good="main"), "good", "expected a full commit id"),
         (payload(bad="B" * 40), "bad", "expected a full commit id"),
+        (payload(bad="b" * 64), "bad", "(40 lower-case hex digits)"),  # untrusted.FULL_SHA: what GitHub sends
         (payload(commits=0), "commits", "expected a whole number from 1"),
         (payload(commits=True), "commits", "boolean true"),
         (payload(max_steps=1.5), "max_steps", "number 1.5"),
@@ -109,6 +111,9 @@ def with_step(**fields: Any) -> dict[str, Any]:
         (with_step(numbers={"match": {"p99": 1.0}}), "steps[0].numbers.match", "unknown number 'p99'"),
         (with_step(numbers={"<!-- x -->": {}}), "steps[0].numbers", "is not a check name"),
         (with_step(numbers={f"c{i}": {} for i in range(33)}), "steps[0].numbers", "more than 32 checks"),
+        # 400 nines: a valid JSON number that float() cannot hold (OverflowError, once an internal error)
+        (with_step(numbers={"m": {"kl_p99": 10**400 - 1}}), "steps[0].numbers.m.kl_p99", "a float can hold"),
+        (payload(commits=-(10**400)), "commits", "got a negative number of more than 40 digits"),
     ],
 )
 def test_bisect_json_is_validated_naming_the_field(data: Any, field: str, why: str) -> None:
@@ -128,6 +133,14 @@ def test_what_bisect_writes_parses_and_renders() -> None:
 def test_a_bisect_of_another_range_than_the_pinned_head_is_refused() -> None:
     with pytest.raises(DataError, match=r"^bad: b{40} is not the commit the plan pinned \(e{40}\)"):
         parse_bisect(payload(), pinned="e" * 40)
+
+
+def test_non_finite_numbers_are_shown_as_such() -> None:
+    # Python's json reads NaN and Infinity, and ``bisect --out`` writes them: a commit whose logprobs are all
+    # NaN has a NaN mean k3, which is the bad step's honest number, not a reason to drop the whole answer.
+    data = with_step(numbers={"match": {"mean_k3": float("nan")}, "golden": {"kl_p99": float("-inf")}})
+    md = render_bisect([BisectCell("0", parse_bisect(json.loads(json.dumps(data))))])
+    assert "match mean k3 nan, golden KL p99 -inf" in md
 
 
 HOSTILE = "<!-- precisionbot:comment -->\n<!-- precisionbot:bisect --> @org/team @alice #1 GH-2 | `x` [l](http://e.vil)"

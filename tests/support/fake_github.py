@@ -24,6 +24,7 @@ Python API (everything a test needs; all methods are thread-safe)::
         gh.comments(7) / gh.comment(id) / gh.reactions(id) / gh.check_runs() / gh.runners()
         gh.fail_next("POST", r"/issues/\\d+/comments$", status=500, times=1, headers={...}, body={...})
         gh.rate_limit_next("GET", r"/pulls/7$", kind="primary" | "secondary" | "429", times=1)
+        gh.lose_answer_next("POST", r"/issues/7/comments$", status=502)  # done, then answered 502: retried
         gh.set_runner_status(runner_id, "online", busy=False) / gh.remove_runner(runner_id)
         gh.requests                             # list[RecordedRequest]: method, path, query, body, auth
         gh.user_endpoint_forbidden = True       # GET /user -> 403, like an Actions GITHUB_TOKEN
@@ -87,6 +88,8 @@ class Injection:
     headers: dict[str, str]
     body: Json
     remaining: int
+    applied: bool = False
+    """Run the request first, then answer the failure: a request whose answer was lost on the way back."""
 
 
 @dataclass
@@ -406,6 +409,22 @@ class FakeGitHub:
                 )
             )
 
+    def lose_answer_next(self, method: str, path_regex: str, status: int = 502, times: int = 1) -> None:
+        """The next ``times`` matching requests take effect, but their answer is ``status``: what a client
+        sees when a proxy drops GitHub's reply, so a retrying client repeats a POST that already happened."""
+        with self._lock:
+            self._injections.append(
+                Injection(
+                    method.upper(),
+                    re.compile(path_regex),
+                    status,
+                    {},
+                    {"message": f"injected lost answer {status}"},
+                    times,
+                    applied=True,
+                )
+            )
+
     def rate_limit_next(self, method: str, path_regex: str, kind: str = "primary", times: int = 1) -> None:
         """Answer like GitHub's rate limiter: primary 403 (remaining 0, reset already passed so the client
         waits no real time), secondary 403 with Retry-After: 0, or 429 with Retry-After: 0."""
@@ -577,21 +596,22 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(401, {"message": "Bad credentials"})
             return
         inj = self.owner._take_injection(method, parsed.path)
-        if inj is not None:
+        if inj is not None and not inj.applied:
             self._send(inj.status, inj.body, inj.headers)
             return
+        status, body, headers = 404, {"message": "Not Found"}, None
         for m, pattern, fn in _ROUTES:
             match = pattern.match(parsed.path)
             if match and m == method:
                 try:
                     with self.owner._lock:
-                        result = fn(self, match)
+                        status, body = 200, fn(self, match)
                 except Reply as reply:
-                    self._send(reply.status, reply.body, reply.headers)
-                    return
-                self._send(200, result)
-                return
-        self._send(404, {"message": "Not Found"})
+                    status, body, headers = reply.status, reply.body, reply.headers
+                break
+        if inj is not None:  # it happened, but the client hears the failure
+            status, body, headers = inj.status, inj.body, inj.headers
+        self._send(status, body, headers)
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = b"" if body is None else json.dumps(body).encode()
