@@ -395,8 +395,11 @@ class FakeGitHub:
         headers: dict[str, str] | None = None,
         body: Json | None = None,
         times: int = 1,
+        *,
+        applied: bool = False,
     ) -> None:
-        """The next ``times`` requests whose method matches and path (no query) matches ``re.search`` fail."""
+        """The next ``times`` requests whose method matches and path (no query) matches ``re.search`` fail;
+        with ``applied`` they take effect first (see :meth:`lose_answer_next`)."""
         with self._lock:
             self._injections.append(
                 Injection(
@@ -406,24 +409,15 @@ class FakeGitHub:
                     dict(headers or {}),
                     body or {"message": f"injected failure {status}"},
                     times,
+                    applied=applied,
                 )
             )
 
     def lose_answer_next(self, method: str, path_regex: str, status: int = 502, times: int = 1) -> None:
         """The next ``times`` matching requests take effect, but their answer is ``status``: what a client
         sees when a proxy drops GitHub's reply, so a retrying client repeats a POST that already happened."""
-        with self._lock:
-            self._injections.append(
-                Injection(
-                    method.upper(),
-                    re.compile(path_regex),
-                    status,
-                    {},
-                    {"message": f"injected lost answer {status}"},
-                    times,
-                    applied=True,
-                )
-            )
+        body = {"message": f"injected lost answer {status}"}
+        self.fail_next(method, path_regex, status, body=body, times=times, applied=True)
 
     def rate_limit_next(self, method: str, path_regex: str, kind: str = "primary", times: int = 1) -> None:
         """Answer like GitHub's rate limiter: primary 403 (remaining 0, reset already passed so the client
