@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from precisionbot.baselines import RunMeta, Signature, load_arrays, new_run_id, now_utc, open_store, write_run
-from precisionbot.baselines.golden_compare import compare_records
-from precisionbot.baselines.golden_judge import golden_stats, judge_golden
-from precisionbot.baselines.golden_record import GoldenRecord, GoldenSample
 from precisionbot.baselines.record import encode_arrays
 from precisionbot.config import GoldenThresholds
+from precisionbot.results.golden_record import GoldenRecord, GoldenSample
+from precisionbot.scoring.golden_compare import compare_records
+from precisionbot.scoring.golden_judge import golden_stats, judge_golden
 
 VOCAB = 151_936
 K = 20

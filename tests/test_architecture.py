@@ -29,19 +29,21 @@ FLOORS: dict[str, int] = {
     "config": 2,
     "corpus": 2,
     "engines": 2,
+    # every verdict rule, pure: numbers and thresholds in, a verdict out
+    "scoring": 3,
     # stores and the outside services
-    "baselines": 3,
-    "gh": 3,
-    "runners": 3,
+    "baselines": 4,
+    "gh": 4,
+    "runners": 4,
     # which op: drives an engine's tensor dumper (engines) and reads its dumps
-    "localize": 3,
+    "localize": 4,
     # the checks, then the report on their results
-    "checks": 4,
-    "report": 5,
+    "checks": 5,
+    "report": 6,
     # the composition root
-    "commands": 6,
-    "cli": 7,
-    "__main__": 8,
+    "commands": 7,
+    "cli": 8,
+    "__main__": 9,
     "__init__": 0,
 }
 
@@ -162,6 +164,28 @@ def test_no_arrow_points_back_up() -> None:
         if room(a) != room(b) and FLOORS[room(a)] <= FLOORS[room(b)]
     )
     assert up == []
+
+
+def test_scoring_is_pure() -> None:
+    # The verdict rules read numbers and thresholds; nothing that talks to an engine, a store or GitHub.
+    rooms = {room(b) for a, targets in GRAPH.items() if room(a) == "scoring" for b in targets} - {"scoring"}
+    assert rooms <= {"errors", "fmt", "metrics", "results", "config"}
+
+
+def test_verify_reaches_the_rules_only_through_scoring() -> None:
+    # report/verify.py re-derives verdicts on the trusted side from a result directory that PR code wrote: it
+    # must use the same rule functions as the checks (scoring), never the checks, the engines or the stores.
+    rooms = {room(b) for b in GRAPH["precisionbot.report.verify"]}
+    assert "scoring" in rooms
+    assert not rooms & {"checks", "engines", "baselines"}
+
+
+def test_the_composition_root_is_drawn() -> None:
+    # cli imports every command module statically, so its arrows are in the graph the floors are checked on.
+    commands = {m for m in MODULES if m.startswith("precisionbot.commands.")}
+    assert {m for m in GRAPH["precisionbot.cli"] if m.startswith("precisionbot.commands.")} >= {
+        m for m in commands if "def register(" in MODULES[m].read_text(encoding="utf-8")
+    }
 
 
 def test_no_circle_between_rooms() -> None:

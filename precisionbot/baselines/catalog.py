@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy.typing as npt
 
-from precisionbot.baselines.golden_record import GOLDEN_ARRAYS, GoldenRecord
 from precisionbot.baselines.record import (
     LABELS,
     META_NAME,
@@ -31,6 +30,7 @@ from precisionbot.baselines.record import (
 )
 from precisionbot.baselines.store import Store
 from precisionbot.errors import StoreError
+from precisionbot.results.golden_record import GOLDEN_ARRAYS, GoldenRecord
 
 
 def write_run(store: Store, meta: RunMeta, arrays: Mapping[str, Arrays]) -> RunMeta:

@@ -19,13 +19,13 @@ import numpy as np
 
 from precisionbot.baselines.accept import accepted
 from precisionbot.baselines.catalog import list_runs, load_golden
-from precisionbot.baselines.golden_compare import LayoutMismatch, compare_records
-from precisionbot.baselines.golden_record import GoldenRecord
 from precisionbot.baselines.helper_reruns import HelperRuns, load_helpers
 from precisionbot.baselines.record import RunMeta
 from precisionbot.baselines.store import Store
 from precisionbot.fmt import plain
 from precisionbot.results import CONSISTENCY_CHECKS
+from precisionbot.results.golden_record import GoldenRecord
+from precisionbot.scoring.golden_compare import LayoutMismatch, compare_records
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from precisionbot.baselines.golden_record import GoldenRecord, GoldenSample
 from precisionbot.baselines.host import host_parts
 from precisionbot.baselines.signature import Signature, hash_params, normalize_engine_args
 from precisionbot.config import GoldenOptions
 from precisionbot.corpus import Document
 from precisionbot.engines.base import Engine, GenerateRequest, ServerInfo
 from precisionbot.errors import DataError, EngineError
+from precisionbot.results.golden_record import GoldenRecord, GoldenSample
 
 PLAN_FORMAT = 1
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from precisionbot.checks.context import CheckContext
-from precisionbot.checks.score import CheckOutput
 from precisionbot.checks.suite import CheckRun, run_suite
+from precisionbot.results import CheckOutput
 
 __all__ = ["CheckContext", "CheckOutput", "CheckRun", "run_suite"]

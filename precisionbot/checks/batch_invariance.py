@@ -20,10 +20,9 @@ import numpy.typing as npt
 
 from precisionbot import metrics
 from precisionbot.checks.context import CheckContext
-from precisionbot.checks.score import CheckOutput
 from precisionbot.engines.base import Engine, GenerateRequest, Generation
 from precisionbot.errors import EngineError
-from precisionbot.results import CheckResult, PositionRecord, Verdict, WorstPosition
+from precisionbot.results import CheckOutput, CheckResult, PositionRecord, Verdict, WorstPosition
 
 NAME = "batch_invariance"
 TOP_K = 20

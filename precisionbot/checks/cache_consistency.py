@@ -12,7 +12,7 @@ timing-jitter kernel, which belongs in the engine's own test process).
 
 Deterministic profile: everything bit-identical (upstream's rule; ties at rank k tolerated). Default
 profile: the baseline's logprob of its token vs the re-scored one, judged as the other helpers (mean k3 <
-``kl_div`` and the tail rules), and against the noise of the same run (``checks.score.judge_against_match``).
+``kl_div`` and the tail rules), and against the noise of the same run (``scoring.k3.judge_against_match``).
 That noise is measured on the same restarts: under production numerics a restart from a cut is not the
 baseline's computation even without a cache (a hybrid model folds the recurrent chunk the restart's prefill
 left open in bf16; the baseline decoded those tokens one by one), and ``match`` cannot see that when its
@@ -32,10 +32,10 @@ import numpy as np
 
 from precisionbot import metrics
 from precisionbot.checks.context import CheckContext
-from precisionbot.checks.score import AlignedSample, CheckOutput, compare
 from precisionbot.engines.base import GenerateRequest, Generation
 from precisionbot.fmt import plain as _fmt
-from precisionbot.results import CheckResult, Verdict
+from precisionbot.results import CheckOutput, CheckResult, Verdict
+from precisionbot.scoring.k3 import AlignedSample, compare
 
 NAME = "cache_consistency"
 SHOWN = 5

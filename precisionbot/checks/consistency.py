@@ -23,15 +23,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from precisionbot.checks.cache_rules import CacheRules, explain_decode_miss, explain_prefill_miss, rules_for
 from precisionbot.checks.context import CheckContext
-from precisionbot.checks.score import AlignedSample, CheckOutput, compare
 from precisionbot.engines.base import GenerateRequest, Generation
 from precisionbot.errors import EngineError
-from precisionbot.results import CacheStats, CheckResult
+from precisionbot.results import CacheStats, CheckOutput, CheckResult
+from precisionbot.scoring.cache_rules import CacheRules, explain_decode_miss, explain_prefill_miss, rules_for
+from precisionbot.scoring.k3 import AlignedSample, compare, enough_cache_hits
 
 REPLAY_TOP_K = 2
-MIN_KEPT_FRACTION = 0.5
 
 
 def sampling_seed(ctx: CheckContext, turn: int, sample: int) -> int | None:
@@ -184,7 +183,7 @@ def _too_few(
     name: str, kept: int, total: int, rule: str, why: Callable[[], str | None] = lambda: None
 ) -> CheckOutput | None:
     """INCONCLUSIVE when half or fewer prompts hit; ``why`` gives the cause the server's configuration shows."""
-    if kept > MIN_KEPT_FRACTION * total:
+    if enough_cache_hits(kept, total):
         return None
     cause = why() or "is the prefix cache enabled and large enough?"
     return CheckOutput(
@@ -197,7 +196,7 @@ def _too_few(
 
 
 def _rules(ctx: CheckContext) -> CacheRules | None:
-    """The server's cache rules from ``/server_info`` (``checks.cache_rules``), to explain a miss."""
+    """The server's cache rules from ``/server_info`` (``scoring.cache_rules``), to explain a miss."""
     try:
         return rules_for(ctx.engine.server_info().raw, ctx.suite.mamba_checkpoint_lag)
     except EngineError:

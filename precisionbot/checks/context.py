@@ -8,10 +8,10 @@ from typing import Protocol
 
 from precisionbot import corpus
 from precisionbot.baselines.store import Store
-from precisionbot.checks.score import CheckOutput
 from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
 from precisionbot.errors import ConfigError
+from precisionbot.results import CheckOutput
 
 
 class ProgressSink(Protocol):

@@ -30,9 +30,6 @@ from precisionbot.baselines import (
     write_run,
 )
 from precisionbot.baselines.fingerprint import fingerprint_diff
-from precisionbot.baselines.golden_compare import Comparison, LayoutMismatch, compare_records, depth_bucket_edges
-from precisionbot.baselines.golden_judge import golden_stats, judge_golden, worst_positions
-from precisionbot.baselines.golden_record import GOLDEN_ARRAYS, GoldenRecord
 from precisionbot.baselines.helper_reruns import ARRAYS as HELPER_ARRAYS
 from precisionbot.baselines.helper_reruns import HelperRuns
 from precisionbot.baselines.host import gather_fingerprint
@@ -46,12 +43,14 @@ from precisionbot.baselines.produce import (
     produce,
 )
 from precisionbot.checks.context import CheckContext
-from precisionbot.checks.score import CheckOutput
 from precisionbot.config import Config, GoldenOptions, GoldenThresholds, ModelConfig
 from precisionbot.corpus import Document
 from precisionbot.engines.base import Engine
 from precisionbot.metrics.flips import NoiseBand, noise_band
-from precisionbot.results import CheckResult, PositionRecord, Verdict
+from precisionbot.results import CheckOutput, CheckResult, PositionRecord, Verdict
+from precisionbot.results.golden_record import GOLDEN_ARRAYS, GoldenRecord
+from precisionbot.scoring.golden_compare import Comparison, LayoutMismatch, compare_records, depth_bucket_edges
+from precisionbot.scoring.golden_judge import golden_stats, judge_golden, worst_positions
 
 NAME = "golden"
 DOCS_PER_KIND = 2

@@ -21,10 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from precisionbot.checks.context import CheckContext
-from precisionbot.checks.score import CheckOutput
 from precisionbot.errors import DataError
 from precisionbot.metrics import rel_diff
-from precisionbot.results import CheckResult, Verdict
+from precisionbot.results import CheckOutput, CheckResult, Verdict
 
 REL_DIFF_THRESHOLD = 1e-3
 """SGLang's ``SGLANG_PRECISION_DIFF_THRESHOLD`` default."""

@@ -16,11 +16,10 @@ from precisionbot.baselines.helper_reruns import HelperRuns, helper_params, samp
 from precisionbot.baselines.record import RunMeta
 from precisionbot.checks.context import CheckContext
 from precisionbot.checks.golden import target_from_context
-from precisionbot.checks.score import CheckOutput
 from precisionbot.errors import DataError, EngineError
 from precisionbot.fmt import plain
 from precisionbot.metrics.rerun_stats import MIN_RERUNS, MainComparison, compare_to_main, describe
-from precisionbot.results import CONSISTENCY_CHECKS, CheckResult, Verdict
+from precisionbot.results import CONSISTENCY_CHECKS, CheckOutput, CheckResult, Verdict
 
 REGRESSION = "regression"
 """The first word of the reason a helper fails with when it is worse than main beyond noise."""

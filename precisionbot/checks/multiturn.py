@@ -4,7 +4,7 @@ A conversation is ``turns`` generations: each later turn sends the previous inpu
 suffix, on the cache the previous turn left. ``branches`` conversations of a group share one prefix (sample
 ``i`` is group ``i // branches``, branch ``i % branches``); later turns may be submitted interleaved
 across groups. After every turn the server's ``cached_tokens`` is checked with SGLang's rules for what
-``/server_info`` reports (``checks.cache_rules``); the last turn is replayed without cache and compared.
+``/server_info`` reports (``scoring.cache_rules``); the last turn is replayed without cache and compared.
 Every sample is compared (no cache-hit filter): a turn that missed the cache is a violated expectation,
 which FAILS the check with a reason naming the sample, the turn, the expected and the actual count.
 
@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from precisionbot.checks.cache_rules import CacheRules, interleave_order, rules_for
 from precisionbot.checks.consistency import align, cache_blocked, decode_request, estimator_notes, replay
 from precisionbot.checks.context import CheckContext
-from precisionbot.checks.score import CheckOutput, compare
 from precisionbot.engines.base import GenerateRequest, Generation
-from precisionbot.results import CacheStats, Verdict
+from precisionbot.results import CacheStats, CheckOutput, Verdict
+from precisionbot.scoring.cache_rules import CacheRules, interleave_order, rules_for
+from precisionbot.scoring.k3 import compare
 
 MAX_SHOWN = 20
 """Violations kept in the result (the first few are also the reason)."""

@@ -13,14 +13,14 @@ from precisionbot.baselines.store import Store
 from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
 from precisionbot.checks.main_noise import apply_vs_main
 from precisionbot.checks.registry import CHECKS
-from precisionbot.checks.score import CheckOutput, judge_against_match
-from precisionbot.checks.window_step import judge_window_step
 from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
 from precisionbot.errors import EngineError, EngineStalled
-from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult
+from precisionbot.results import CheckOutput, CheckResult, EngineInfo, PositionRecord, RunResult
 from precisionbot.results.cost import run_cost
 from precisionbot.results.run import JUDGED_AGAINST_MATCH
+from precisionbot.scoring.k3 import judge_against_match
+from precisionbot.scoring.window_step import judge_window_step
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def run_one(ctx: CheckContext, name: str) -> CheckOutput:
 
 def relate_to_match(outputs: list[CheckOutput], limits: ThresholdSet) -> list[CheckOutput]:
     """Apply the cache-vs-match rule when ``match`` ran in the same run or the check measured its own no-cache
-    control (``checks.score.noise_reference``)."""
+    control (``scoring.k3.noise_reference``)."""
     match = next((o.result for o in outputs if o.result.name == "match"), None)
     return [
         dataclasses.replace(o, result=judge_against_match(o.result, match, limits))

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from precisionbot.checks.window_step import step_fails
 from precisionbot.fmt import count, sig
 from precisionbot.results import CheckResult, Diagnosis, Verdict
+from precisionbot.scoring.window_step import step_fails
 
 WINDOW_EARLY_TOKENS = 16
 WINDOW_LATE_TOKENS = 64
@@ -37,7 +37,7 @@ def _int(engine: Mapping[str, Any], key: str) -> int | None:
 
 
 def _stepped(c: CheckResult, window: int, out: list[Diagnosis]) -> bool:
-    """``window_handoff`` from the window-step rule (``checks.window_step``): where k3 rises, not its onset
+    """``window_handoff`` from the window-step rule (``scoring.window_step``): where k3 rises, not its onset
     (under production noise a one-key window error rarely crosses the onset threshold right at the edge)."""
     step = c.stats.get("window_step")
     if not isinstance(step, Mapping):

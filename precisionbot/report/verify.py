@@ -6,9 +6,9 @@ in it is a claim. :func:`verify_run` keeps what the claims cannot forge:
 * the run verdict is derived from the checks (``Verdict.combine``), never read; zero checks is INCONCLUSIVE;
 * a check that claims PASS is judged again from its own ``stats`` (and ``cache``) with the thresholds the
   trusted side loaded (``report --config`` / ``github comment --config``, the base branch's config in the
-  example workflow), by the same rules the check used: ``checks.score.judge_k3`` and ``judge_against_match``
-  for the consistency helpers (and ``checks.window_step.step_fails`` on ``stats.window_step``, when kept),
-  ``baselines.golden_judge.stat_fails`` for ``golden``. A PASS those rules reject, a
+  example workflow), by the same rules the check used: ``scoring.k3.judge_k3`` and ``judge_against_match``
+  for the consistency helpers (and ``scoring.window_step.step_fails`` on ``stats.window_step``, when kept),
+  ``scoring.golden_judge.stat_fails`` for ``golden``. A PASS those rules reject, a
   field that is missing or not a finite number, zero compared positions, too few cache hits, or a check
   with no rule here becomes INCONCLUSIVE with a reason naming the field;
 * a claimed FAIL or INCONCLUSIVE is kept as it is: the PR side can always make its own run fail, so a
@@ -31,14 +31,13 @@ from typing import Any
 import numpy as np
 
 from precisionbot import metrics
-from precisionbot.baselines.golden_judge import stat_fails
-from precisionbot.checks.consistency import MIN_KEPT_FRACTION
-from precisionbot.checks.score import MATCH_STAT, NOCACHE_STAT, judge_against_match, judge_k3
-from precisionbot.checks.window_step import step_fails
 from precisionbot.config import ThresholdsConfig, ThresholdSet
 from precisionbot.metrics.flips import NoiseBand
 from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
 from precisionbot.results.run import CACHE_HIT_HELPERS, JUDGED_AGAINST_MATCH, K3_CHECKS
+from precisionbot.scoring.golden_judge import stat_fails
+from precisionbot.scoring.k3 import MATCH_STAT, NOCACHE_STAT, enough_cache_hits, judge_against_match, judge_k3
+from precisionbot.scoring.window_step import step_fails
 
 """The helpers that keep only prompts that hit the cache (``cache``: kept/total); ``cache_consistency`` re-scores
 every restart and counts its overlaps instead."""
@@ -103,13 +102,13 @@ def _consistency(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
         cache = check.cache
         if cache is None or not 0 < cache.total < 2**63 or not 0 <= cache.kept <= cache.total:
             raise _Contradiction("cache (kept/total) is missing or impossible")
-        if not cache.kept > MIN_KEPT_FRACTION * cache.total:
+        if not enough_cache_hits(cache.kept, cache.total):
             raise _Contradiction(f"cache: {cache.kept} of {cache.total} prompts hit the cache (more than half needed)")
     _against_match(check, limits, match)
 
 
 def _against_match(check: CheckResult, limits: ThresholdSet, match: CheckResult | None) -> None:
-    """The cache-vs-match rule (``checks.score.judge_against_match``) on the checked numbers it reads."""
+    """The cache-vs-match rule (``scoring.k3.judge_against_match``) on the checked numbers it reads."""
     if check.name not in JUDGED_AGAINST_MATCH:
         return
     stat = MATCH_STAT.get(check.name, "median_sample_mean_k3")
@@ -128,7 +127,7 @@ def _against_match(check: CheckResult, limits: ThresholdSet, match: CheckResult 
 
 
 def _window_step(stats: Mapping[str, Any]) -> None:
-    """``match``'s window-step rule (``checks.window_step``) from its kept counts. It can turn a PASS into
+    """``match``'s window-step rule (``scoring.window_step``) from its kept counts. It can turn a PASS into
     FAIL from positions, not from the other stats, so a forged PASS that drops ``stats.window_step`` is not
     caught here; the ``.npz`` cross-check below pins the arrays, not this rule (it needs the engine's
     ``sliding_window_size``, which the result's environment claims too)."""

@@ -14,13 +14,13 @@ import yaml
 from scipy import stats
 
 from precisionbot.baselines import RunMeta, Signature, new_run_id, now_utc, open_store, write_run
-from precisionbot.baselines.golden_record import GoldenRecord, GoldenSample
 from precisionbot.baselines.helper_reruns import ARRAYS, HelperRuns, select_helper_baseline
 from precisionbot.checks.main_noise import judge_vs_main
 from precisionbot.cli import main
 from precisionbot.config import Config, from_mapping
 from precisionbot.errors import ConfigError
 from precisionbot.results import CheckResult, SampleSummary, Verdict
+from precisionbot.results.golden_record import GoldenRecord, GoldenSample
 
 PARAMS = {"samples": 32, "max_new_tokens": 512, "prompt_tokens": [1536, 4608], "corpus": "builtin", "seed": 0}
 SIGNATURE = Signature.build(model="m", tp=2, corpus="c", check_params="p")

@@ -20,14 +20,13 @@ import pytest
 from precisionbot import corpus
 from precisionbot.baselines import Store, list_runs, new_run_id, now_utc, open_store, write_run
 from precisionbot.baselines.catalog import load_golden
-from precisionbot.baselines.golden_judge import NLL_Z
 from precisionbot.baselines.produce import golden_signature
 from precisionbot.checks.golden import GoldenTarget, compare_golden, record_golden
-from precisionbot.checks.score import CheckOutput
 from precisionbot.config import GoldenOptions, GoldenThresholds
 from precisionbot.engines.base import ServerInfo
 from precisionbot.engines.builtin import BuiltinEngine
-from precisionbot.results import Verdict
+from precisionbot.results import CheckOutput, Verdict
+from precisionbot.scoring.golden_judge import NLL_Z
 from tests.support.engine_server import engine_options
 
 OPTIONS = GoldenOptions(top_k=20, context_depths=(256, 1024), decode_steps=16)

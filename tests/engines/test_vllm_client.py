@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from precisionbot.checks.cache_rules import rules_for
 from precisionbot.cli import main
 from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.vllm import DETAILS_FIX, DEV_MODE_FIX, VLLMEngine, cache_config
 from precisionbot.errors import EngineError
+from precisionbot.scoring.cache_rules import rules_for
 from tests.engines.fake_sglang import VOCAB, toy_logprobs
 from tests.engines.fake_vllm import METRICS, fake_vllm
 

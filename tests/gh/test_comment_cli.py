@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from precisionbot import cli
 from precisionbot.cli import main
 from precisionbot.commands.github import ActionEnv, comment_action
 from precisionbot.config import Config
@@ -18,12 +17,6 @@ from precisionbot.results.directory import write_result
 from tests.gh.conftest import rest
 from tests.gh.test_workflow import parse_outputs
 from tests.support.fake_github import FakeGitHub
-
-
-@pytest.fixture(autouse=True)
-def only_our_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The CLI root imports every command module; these tests need only ours (others may not exist yet).
-    monkeypatch.setattr(cli, "COMMANDS", ("github",))
 
 
 def result_dir(tmp_path: Path, name: str, verdict: Verdict, model: str = "tiny", records: bool = False) -> str:

@@ -98,6 +98,5 @@ def test_the_cli_refuses_a_short_sha(
 ) -> None:
     from precisionbot import cli
 
-    monkeypatch.setattr(cli, "COMMANDS", ("github",))
     assert cli.main(["github", "comment", cell(tmp_path, "a", Verdict.PASS), "--sha", "2222222"]) == 3  # usage error
     assert "'2222222' is not a full 40-hex commit id" in capsys.readouterr().err

@@ -219,7 +219,7 @@ def golden_failure() -> list[ReportSection]:
             confident_flips=3,
             expected_flips=4.2,
             flips_p_value=3.3e-21,
-            # The golden check's own shapes (precisionbot.metrics.flips / baselines.golden_judge).
+            # The golden check's own shapes (precisionbot.metrics.flips / scoring.golden_judge).
             flips_by_margin=[
                 {"bucket": "[0, 0.1)", "lo": 0.0, "hi": 0.1, "positions": 812, "flips": 22, "rate": 22 / 812},
                 {"bucket": "[0.1, 0.3)", "lo": 0.1, "hi": 0.3, "positions": 2210, "flips": 12, "rate": 12 / 2210},

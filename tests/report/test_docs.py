@@ -84,7 +84,8 @@ def test_data_dependent_wording_of_a_finding_passes() -> None:
         ("| match | ✅ pass |", "| match | ❌ fail |", "match Verdict"),
         ("| 288 · 4/4 cache hits | k3 0.33", "| 288 · 3/4 cache hits | k3 0.33", "prefill\\_cache\\_hit Positions"),
         ("k3 0.33 · 4.7 · 8.1", "k3 0.033 · 4.7 · 8.1", "prefill\\_cache\\_hit Mean"),  # 10x
-        ("k3 0.5 · 7.3 · 10", "k3 0.5 · 7.3 · 16", "decode\\_cache\\_hit Mean"),  # 1.6x, past FIGURE_FACTOR
+        ("k3 0.5 · 7.3 · 10", "k3 0.8 · 7.3 · 10", "decode\\_cache\\_hit Mean"),  # a mean 1.6x, past FIGURE_FACTOR
+        ("k3 0.5 · 7.3 · 10", "k3 0.5 · 7.3 · 26", "decode\\_cache\\_hit Mean"),  # a tail 2.6x, past TAIL_FACTOR
         ("KL 0.005 · 0 · 1.9", "KL 0.005 · 0.17 · 1.9", "golden Mean"),  # a zero is not a small figure
         ("| 78 |", "| 95 |", "prefill\\_cache\\_hit Flips"),  # 17 more, past max(2, 15 % of 95)
         ("| 1 | mean", "| 4 | mean", "match Flips"),  # 3 more, past the slack of 2

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from precisionbot import metrics
-from precisionbot.baselines.golden_compare import Comparison, depth_label
 from precisionbot.config import GoldenThresholds
 from precisionbot.fmt import percent
 from precisionbot.metrics.flips import NoiseBand, confident_flip_limit, confident_flips, expected_flips, flips_by_margin
 from precisionbot.results import Verdict, WorstPosition, token_context
+from precisionbot.scoring.golden_compare import Comparison, depth_label
 
 NLL_Z = 4.0
 """Standard errors (block-estimated) a mean logprob drift must exceed before it can fail a run."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from precisionbot.checks.cache_consistency import topk_equal
-from precisionbot.checks.cache_rules import CacheRules, interleave_order, rules_for, uses_mamba_cache
+from precisionbot.scoring.cache_rules import CacheRules, interleave_order, rules_for, uses_mamba_cache
 
 
 def test_radix_prefill_rule_is_exact() -> None:
@@ -87,7 +87,7 @@ def test_topk_equality_is_bitwise_with_rank_k_ties() -> None:
 
 
 def test_a_decode_miss_is_explained_by_the_checkpoint_interval_with_the_size_that_hits() -> None:
-    from precisionbot.checks.cache_rules import decode_reach, explain_decode_miss
+    from precisionbot.scoring.cache_rules import decode_reach, explain_decode_miss
 
     hybrid = rules_for({"uses_mamba_radix_cache": True, "mamba_track_interval": 64, "page_size": 16})
     prompts = [200, 260, 330, 390]  # 200 + 32 - 1 = 231 < 256: no checkpoint past any of these prompts ...
@@ -108,7 +108,7 @@ def test_a_decode_miss_is_explained_by_the_checkpoint_interval_with_the_size_tha
 
 
 def test_a_prefill_miss_is_explained_by_prompts_shorter_than_a_checkpoint() -> None:
-    from precisionbot.checks.cache_rules import explain_prefill_miss
+    from precisionbot.scoring.cache_rules import explain_prefill_miss
 
     hybrid = rules_for({"mamba_ssm_dtype": "float32", "mamba_cache_chunk_size": 64})
     why = explain_prefill_miss(hybrid, [40, 50, 64, 200])

@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from precisionbot import metrics
-from precisionbot.baselines.golden_record import GoldenRecord
 from precisionbot.metrics.flips import PairComparison
+from precisionbot.results.golden_record import GoldenRecord
 
 F64 = npt.NDArray[np.float64]
 

@@ -1,4 +1,4 @@
-"""The window-step rule (``checks.window_step``): a step in the logprob error at the sliding window's edge.
+"""The window-step rule (``scoring.window_step``): a step in the logprob error at the sliding window's edge.
 
 Synthetic per-position logprobs with production-like noise (the error scales with ``1 - p``) with and
 without a step after generated token W; then the rule inside ``match``, the trusted side's re-check, the
@@ -14,8 +14,12 @@ import numpy as np
 import pytest
 
 from precisionbot.checks import run_suite
-from precisionbot.checks.score import AlignedSample, compare
-from precisionbot.checks.window_step import (
+from precisionbot.config import Config, ThresholdsConfig
+from precisionbot.report.diagnosis import diagnose
+from precisionbot.report.verify import verify_run
+from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult, Verdict
+from precisionbot.scoring.k3 import AlignedSample, compare
+from precisionbot.scoring.window_step import (
     MIN_SIDE,
     STEP_RATIO,
     WindowStep,
@@ -25,10 +29,6 @@ from precisionbot.checks.window_step import (
     step_fails,
     window_steps,
 )
-from precisionbot.config import Config, ThresholdsConfig
-from precisionbot.report.diagnosis import diagnose
-from precisionbot.report.verify import verify_run
-from precisionbot.results import CheckResult, EngineInfo, PositionRecord, RunResult, Verdict
 
 W = 256
 CONFIG = Config.default()

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from precisionbot.checks.score import AlignedSample, compare, judge_k3
 from precisionbot.config import Config
 from precisionbot.results import Verdict
+from precisionbot.scoring.k3 import AlignedSample, compare, judge_k3
 
 DEFAULT = Config.default().thresholds_for(None, None, "default")
 DETERMINISTIC = Config.default().thresholds_for(None, None, "deterministic")
@@ -135,7 +135,7 @@ def test_token_threshold_outside_default_set_gets_its_own_fraction() -> None:
 
 
 def test_cache_helper_less_exact_than_match_fails() -> None:
-    from precisionbot.checks.score import judge_against_match
+    from precisionbot.scoring.k3 import judge_against_match
 
     match = compare("match", [_sample(i, [-1.0] * 4, [-1.0] * 4) for i in range(3)], DEFAULT).result
     noisy_match = compare("match", [_sample(i, [-1.0] * 4, [-1.01] * 4) for i in range(3)], DEFAULT).result
@@ -149,7 +149,7 @@ def test_cache_helper_less_exact_than_match_fails() -> None:
 
 
 def test_a_no_cache_control_sets_the_noise_when_match_is_quieter() -> None:
-    from precisionbot.checks.score import judge_against_match, noise_reference
+    from precisionbot.scoring.k3 import judge_against_match, noise_reference
 
     quiet = compare("match", [_sample(i, [-1.0] * 4, [-1.0] * 4) for i in range(3)], DEFAULT).result
     noisy = [_sample(i, [-1.0] * 4, [-1.01] * 4) for i in range(3)]

@@ -19,6 +19,7 @@ from precisionbot.fmt import plain as _fmt
 from precisionbot.metrics.onset import sample_shapes
 from precisionbot.results import (
     CacheStats,
+    CheckOutput,
     CheckResult,
     PositionRecord,
     SampleSummary,
@@ -49,12 +50,14 @@ class AlignedSample:
     cached_tokens: int | None = None
 
 
-@dataclass(frozen=True)
-class CheckOutput:
-    """A check's result plus its per-position arrays (written as ``DIR/<check>.npz``)."""
+MIN_KEPT_FRACTION = 0.5
+"""A cache helper compares only the prompts that hit the cache: more than this share of them must hit, or the
+helper is INCONCLUSIVE (a comparison of the few that hit says little about the cache path)."""
 
-    result: CheckResult
-    record: PositionRecord | None = None
+
+def enough_cache_hits(kept: int, total: int) -> bool:
+    """Whether a cache helper's hits are enough to judge: more than half of its prompts."""
+    return kept > MIN_KEPT_FRACTION * total
 
 
 def judge_k3(stats: dict[str, Any], limits: ThresholdSet) -> tuple[Verdict, tuple[str, ...]]:

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from scipy.special import log_softmax
 
-from precisionbot.baselines.golden_compare import LayoutMismatch, compare_records
-from precisionbot.baselines.golden_judge import golden_stats, judge_golden, worst_positions
-from precisionbot.baselines.golden_record import GoldenRecord, GoldenSample
 from precisionbot.config import GoldenThresholds
 from precisionbot.metrics.flips import noise_band
 from precisionbot.results import Verdict
+from precisionbot.results.golden_record import GoldenRecord, GoldenSample
+from precisionbot.scoring.golden_compare import LayoutMismatch, compare_records
+from precisionbot.scoring.golden_judge import golden_stats, judge_golden, worst_positions
 
 V, K, N = 64, 20, 400
 T = GoldenThresholds()
