@@ -47,8 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_engine import Recording, RecordingTransport
 
 from precisionbot import corpus
+from precisionbot.baselines.golden_recording import golden_target, record_golden
 from precisionbot.checks import run_suite
-from precisionbot.checks.golden import compare_golden, golden_target, record_golden
+from precisionbot.checks.golden import compare_golden
 from precisionbot.config import Config, GoldenOptions, GoldenThresholds
 from precisionbot.engines.sglang import SGLangEngine
 from precisionbot.results import CONSISTENCY_CHECKS

@@ -23,6 +23,7 @@ import numpy as np
 import precisionbot.checks.golden as golden
 from precisionbot import corpus
 from precisionbot.baselines import open_store
+from precisionbot.baselines.golden_recording import GoldenTarget, record_golden
 from precisionbot.config import GoldenOptions, GoldenThresholds
 from precisionbot.engines.builtin import BuiltinEngine
 
@@ -74,12 +75,12 @@ def main() -> None:
             faults=faults, vocab=args.vocab, enable_deterministic_inference=args.enable_deterministic_inference
         )
 
-    def target(e: BuiltinEngine) -> golden.GoldenTarget:
-        return golden.GoldenTarget(e, "builtin", docs, options, docs_per_kind=args.docs_per_kind)
+    def target(e: BuiltinEngine) -> GoldenTarget:
+        return GoldenTarget(e, "builtin", docs, options, docs_per_kind=args.docs_per_kind)
 
     e = engine()
     t0 = time.perf_counter()
-    golden.record_golden(target(e), store)
+    record_golden(target(e), store)
     e.close()
     print(f"clean baseline recorded in {time.perf_counter() - t0:.1f} s\n")
     print(

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 
-MINUS = "-"
-
 
 def sig(value: float | None, digits: int = 2) -> str:
     """``value`` to ``digits`` significant figures: ``3.2e-05``, ``0.012``, ``1.5``, ``2.1e+03``; ``0`` only for 0.

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.demo_run import DemoRun, demo_once
 from tests.support.moto_server import moto_server, reset_and_point_at
 
 
@@ -19,6 +20,12 @@ def moto_url() -> Iterator[str]:
 def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """moto's server, reset for this test, with AWS_* env (AWS_ENDPOINT_URL ...) pointing at it; yields its URL."""
     return reset_and_point_at(moto_url, monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """One ``precisionbot demo`` run for the session (tests/support/demo_run.py)."""
+    return demo_once(tmp_path_factory)
 
 
 def _cuda_available() -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from precisionbot import envvars
 from precisionbot.builtin.training_text import training_digest, training_documents
 
 BPE_VOCAB_SIZE = 4096
@@ -30,7 +31,7 @@ FORMAT = 1
 
 def cache_dir() -> Path:
     """``$PRECISIONBOT_CACHE_DIR``, else ``$XDG_CACHE_HOME/precisionbot``, else ``~/.cache/precisionbot``."""
-    explicit = os.environ.get("PRECISIONBOT_CACHE_DIR")
+    explicit = os.environ.get(envvars.CACHE_DIR)
     if explicit:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

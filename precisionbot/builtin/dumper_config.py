@@ -12,9 +12,7 @@ from typing import Any
 from precisionbot.errors import ConfigError
 
 ENV_PREFIX = "DUMPER_"
-MODES = ("off", "core", "all")
 NAME_PREFIX = "non_intrusive__"
-CORE_FIELDS = ("input_ids", "positions", "seq_lens", "req_pool_indices", "rids")
 EXP_NAME_PREFIX = "dump_"
 
 

@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from precisionbot.builtin.request import LogprobEntry, LogprobParams, Request
-from precisionbot.builtin.sglang_api import BadRequest, _int, _sampling, output_text
+from precisionbot.builtin.sglang_api import BadRequest, int_field, output_text, sampling_params
 from precisionbot.builtin.tokenizer import Vocab
 
 MODEL_NAME = "builtin"
@@ -40,9 +40,9 @@ def parse_completions(body: Any, max_context_tokens: int, vocab: Vocab) -> tuple
     elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
         prompts = [vocab.encode(p) for p in prompt]
     elif isinstance(prompt, list) and prompt and all(isinstance(p, int) for p in prompt):
-        prompts = [[_int(t, "prompt[]", 0, vocab.size - 1) for t in prompt]]
+        prompts = [[int_field(t, "prompt[]", 0, vocab.size - 1) for t in prompt]]
     elif isinstance(prompt, list) and prompt and all(isinstance(p, list) for p in prompt):
-        prompts = [[_int(t, "prompt[][]", 0, vocab.size - 1) for t in p] for p in prompt]
+        prompts = [[int_field(t, "prompt[][]", 0, vocab.size - 1) for t in p] for p in prompt]
     else:
         raise BadRequest("prompt must be a string, a list of strings, or token ids")
     raw = {
@@ -58,12 +58,12 @@ def parse_completions(body: Any, max_context_tokens: int, vocab: Vocab) -> tuple
     }
     if raw["max_new_tokens"] is None:
         raw["max_new_tokens"] = 16
-    sampling = _sampling(raw, "request", vocab)
+    sampling = sampling_params(raw, "request", vocab)
     n_top = body.get("logprobs")
     n_prompt = body.get("prompt_logprobs")
     echo = bool(body.get("echo", False))
-    top = 0 if n_top is None else _int(n_top, "logprobs", 0, 20)
-    prompt_top = 0 if n_prompt is None else _int(n_prompt, "prompt_logprobs", 0, 20)
+    top = 0 if n_top is None else int_field(n_top, "logprobs", 0, 20)
+    prompt_top = 0 if n_prompt is None else int_field(n_prompt, "prompt_logprobs", 0, 20)
     requests = []
     for prompt_ids in prompts:
         if not prompt_ids:
@@ -171,4 +171,4 @@ def detokenize_response(body: Any, vocab: Vocab) -> dict[str, Any]:
     tokens = body.get("tokens")
     if not isinstance(tokens, list):
         raise BadRequest("tokens must be a list of token ids")
-    return {"prompt": vocab.decode([_int(t, "tokens[]", 0, vocab.size - 1) for t in tokens])}
+    return {"prompt": vocab.decode([int_field(t, "tokens[]", 0, vocab.size - 1) for t in tokens])}

@@ -43,7 +43,9 @@ class GenerateCall:
     text_in_logprobs: bool
 
 
-def _int(value: Any, name: str, low: int | None = None, high: int | None = None) -> int:
+def int_field(value: Any, name: str, low: int | None = None, high: int | None = None) -> int:
+    """A request field that must be an integer in ``[low, high]`` (``BadRequest`` naming it otherwise); the
+    OpenAI-shaped API reads its fields with the same rule."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadRequest(f"{name} must be an integer (got {value!r})")
     if low is not None and value < low:
@@ -70,7 +72,7 @@ def _bool(value: Any, name: str) -> bool:
 def _ids(value: Any, name: str, size: int) -> list[int]:
     if not isinstance(value, list):
         raise BadRequest(f"{name} must be a list of token ids")
-    return [_int(v, f"{name}[{i}]", 0, size - 1) for i, v in enumerate(value)]
+    return [int_field(v, f"{name}[{i}]", 0, size - 1) for i, v in enumerate(value)]
 
 
 def _per_item(value: Any, n: int, name: str, batch: bool) -> list[Any]:
@@ -81,7 +83,8 @@ def _per_item(value: Any, n: int, name: str, batch: bool) -> list[Any]:
     return [value] * n
 
 
-def _sampling(raw: Any, name: str, vocab: Vocab) -> SamplingParams:
+def sampling_params(raw: Any, name: str, vocab: Vocab) -> SamplingParams:
+    """A request's ``sampling_params`` (SGLang's names), validated; the OpenAI-shaped API maps onto the same."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -99,12 +102,12 @@ def _sampling(raw: Any, name: str, vocab: Vocab) -> SamplingParams:
         stop = (stop,)
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
         raise BadRequest(f"{name}.stop must be a string or a list of non-empty strings")
-    top_k = _int(raw.get("top_k", -1), f"{name}.top_k", -1, None)
+    top_k = int_field(raw.get("top_k", -1), f"{name}.top_k", -1, None)
     if top_k == 0:
         raise BadRequest(f"{name}.top_k must be -1 (off) or >= 1 (got 0)")
     seed = raw.get("sampling_seed")
     return SamplingParams(
-        max_new_tokens=_int(raw.get("max_new_tokens", 128), f"{name}.max_new_tokens", 0),
+        max_new_tokens=int_field(raw.get("max_new_tokens", 128), f"{name}.max_new_tokens", 0),
         temperature=_float(raw.get("temperature", 1.0), f"{name}.temperature", 0.0, 100.0),
         top_p=_float(raw.get("top_p", 1.0), f"{name}.top_p", 1e-9, 1.0),
         top_k=top_k,
@@ -112,7 +115,7 @@ def _sampling(raw: Any, name: str, vocab: Vocab) -> SamplingParams:
         ignore_eos=_bool(raw.get("ignore_eos", False), f"{name}.ignore_eos"),
         stop=tuple(stop),
         stop_token_ids=tuple(_ids(raw.get("stop_token_ids") or [], f"{name}.stop_token_ids", vocab.size)),
-        sampling_seed=None if seed is None else _int(seed, f"{name}.sampling_seed"),
+        sampling_seed=None if seed is None else int_field(seed, f"{name}.sampling_seed"),
     )
 
 
@@ -162,17 +165,17 @@ def parse_generate(body: Any, max_context_tokens: int, vocab: Vocab) -> Generate
         where = f"[{i}]" if batch else ""
         if not prompt:
             raise BadRequest(f"prompt{where} is empty")
-        sampling = _sampling(sps[i], f"sampling_params{where}", vocab)
+        sampling = sampling_params(sps[i], f"sampling_params{where}", vocab)
         if len(prompt) + sampling.max_new_tokens > max_context_tokens:
             raise BadRequest(
                 f"prompt{where} ({len(prompt)} tokens) + max_new_tokens ({sampling.max_new_tokens}) exceeds "
                 f"the context length {max_context_tokens}"
             )
-        start = _int(starts[i], f"logprob_start_len{where}", -1, len(prompt) - 1)
+        start = int_field(starts[i], f"logprob_start_len{where}", -1, len(prompt) - 1)
         lp = LogprobParams(
             return_logprob=_bool(ret[i], f"return_logprob{where}"),
             logprob_start_len=len(prompt) - 1 if start == -1 else start,
-            top_logprobs_num=_int(tops[i], f"top_logprobs_num{where}", 0, vocab.size),
+            top_logprobs_num=int_field(tops[i], f"top_logprobs_num{where}", 0, vocab.size),
             token_ids_logprob=tuple(_ids(tids[i] or [], f"token_ids_logprob{where}", vocab.size)),
         )
         item_rid = rid[i] if batch and isinstance(rid, list) else rid

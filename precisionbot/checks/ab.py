@@ -14,9 +14,9 @@ from typing import Any
 
 from precisionbot.baselines.catalog import select_baseline
 from precisionbot.baselines.fingerprint import fingerprint_diff, gpu_minutes
+from precisionbot.baselines.golden_recording import golden_target, record_golden
 from precisionbot.baselines.record import RunMeta
 from precisionbot.baselines.store import Store
-from precisionbot.checks.golden import golden_target, record_golden
 from precisionbot.checks.rerun import rerun_helpers
 from precisionbot.config import Config, ModelConfig, SuiteConfig
 from precisionbot.corpus import Document

@@ -1,5 +1,5 @@
-"""The ``golden`` check: the engine's teacher-forced top-k against a stored baseline of the same signature,
-and ``record_golden``, which stores a baseline (``precisionbot baseline record``).
+"""The ``golden`` check: the engine's teacher-forced top-k against a stored baseline of the same signature
+(recorded by ``precisionbot.baselines.golden_recording``, with the same target).
 
 No baseline for the signature is INCONCLUSIVE (naming the signature, which parts differ from the newest other
 baseline, and the command that records one), never a comparison of unlike things. Several producers of a
@@ -9,8 +9,7 @@ baseline (``--producer NAME``: a rerun, another backend) give the noise band the
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,119 +22,21 @@ from precisionbot.baselines import (
     describe_mismatch,
     load_golden,
     nearest_other_signature,
-    new_run_id,
     newest_run,
-    now_utc,
     select_baseline,
-    write_run,
 )
 from precisionbot.baselines.fingerprint import fingerprint_diff
-from precisionbot.baselines.helper_reruns import ARRAYS as HELPER_ARRAYS
-from precisionbot.baselines.helper_reruns import HelperRuns
-from precisionbot.baselines.host import gather_fingerprint
-from precisionbot.baselines.produce import (
-    RequestProgress,
-    choose_documents,
-    corpus_hash,
-    golden_signature,
-    plan_from_corpus,
-    plan_from_record,
-    produce,
-)
+from precisionbot.baselines.golden_recording import GoldenTarget, golden_target
+from precisionbot.baselines.produce import plan_from_record, produce
 from precisionbot.checks.context import CheckContext
-from precisionbot.config import Config, GoldenOptions, GoldenThresholds, ModelConfig
-from precisionbot.corpus import Document
-from precisionbot.engines.base import Engine
+from precisionbot.config import GoldenThresholds
 from precisionbot.metrics.flips import NoiseBand, noise_band
 from precisionbot.results import CheckOutput, CheckResult, PositionRecord, Verdict
-from precisionbot.results.golden_record import GOLDEN_ARRAYS, GoldenRecord
+from precisionbot.results.golden_record import GoldenRecord
 from precisionbot.scoring.golden_compare import Comparison, LayoutMismatch, compare_records, depth_bucket_edges
 from precisionbot.scoring.golden_judge import golden_stats, judge_golden, worst_positions
 
 NAME = "golden"
-DOCS_PER_KIND = 2
-"""Documents per kind (prose, code) in the golden corpus: each is scored at every position up to the deepest
-configured depth, and again through ``decode_steps`` decode steps."""
-
-
-@dataclass(frozen=True)
-class GoldenTarget:
-    """What a golden run is about: the engine, its model name in the store, and the signature inputs."""
-
-    engine: Engine
-    model: str
-    documents: tuple[Document, ...]
-    options: GoldenOptions
-    engine_args: str | None = None
-    revision: str | None = None
-    docs_per_kind: int = DOCS_PER_KIND
-
-    def chosen(self) -> list[Document]:
-        return choose_documents(self.documents, self.docs_per_kind, max(self.options.context_depths))
-
-    def fingerprint(self) -> dict[str, Any]:
-        return gather_fingerprint(self.engine.server_info().raw, self.engine_args)
-
-    def signature(self) -> Signature:
-        return golden_signature(
-            self.engine.server_info(),
-            model=self.model,
-            corpus=corpus_hash(self.chosen()),
-            options=self.options,
-            docs_per_kind=self.docs_per_kind,
-            engine_args=self.engine_args,
-            revision=self.revision,
-        )
-
-
-def record_golden(
-    target: GoldenTarget,
-    store: Store,
-    *,
-    label: str = "baseline_established",
-    producer: str = "default",
-    engine_commit: str | None = None,
-    helpers: HelperRuns | None = None,
-    fingerprint: Mapping[str, Any] | None = None,
-    extra: Mapping[str, Any] | None = None,
-    progress: RequestProgress | None = None,
-) -> RunMeta:
-    """Run the golden corpus and store it as a new run record (never overwrites anything), with ``helpers``
-    (main's helper reruns) in the same record when given. ``fingerprint`` defaults to this host's and the
-    engine's (``gather_fingerprint``); ``extra`` adds JSON keys to the meta (an acceptance's audit record);
-    ``progress`` hears of each finished request."""
-    signature = target.signature()
-    record = produce(target.engine, plan_from_corpus(target.engine, target.chosen(), target.options), progress=progress)
-    margins = record.top_lp[:, 0].astype(np.float64) - record.top_lp[:, 1]
-    when = now_utc()
-    meta = RunMeta(
-        run_id=new_run_id(when, producer),
-        model=target.model,
-        signature=signature.digest,
-        signature_parts=signature.parts,
-        created=when.isoformat(),
-        label=label,
-        producer=producer,
-        engine_commit=engine_commit,
-        stats={
-            "positions": len(record),
-            "samples": len(record.samples),
-            "top_k": record.top_k,
-            "margin_p50": float(np.median(margins)),
-            "frac_margin_under_0.5": float(np.mean(margins < 0.5)),
-            **({"helpers": helpers.summary()} if helpers is not None and helpers.helpers else {}),
-        },
-        extra={
-            "golden": {"samples": [s.to_dict() for s in record.samples], "decode_steps": target.options.decode_steps},
-            **({"helpers": helpers.to_extra()} if helpers is not None and helpers.helpers else {}),
-            **(extra or {}),
-        },
-        fingerprint=dict(fingerprint) if fingerprint is not None else target.fingerprint(),
-    )
-    arrays: dict[str, Any] = {GOLDEN_ARRAYS: record.to_arrays()}
-    if helpers is not None and helpers.helpers:
-        arrays[HELPER_ARRAYS] = helpers.to_arrays()
-    return write_run(store, meta, arrays)
 
 
 def band_of(records: Sequence[GoldenRecord]) -> tuple[NoiseBand | None, float]:
@@ -285,26 +186,6 @@ def _row_texts(texts: Sequence[str], c: Comparison, candidate: GoldenRecord) -> 
     out[ok] = np.asarray(texts, dtype=object)[rows[ok]]
     result: list[str] = out.tolist()
     return result
-
-
-def golden_target(
-    engine: Engine,
-    config: Config,
-    options: GoldenOptions,
-    model: ModelConfig | None,
-    documents: Sequence[Document],
-) -> GoldenTarget:
-    """The one rule for what a golden run is filed under: ``baseline record`` and the golden check must agree
-    on it, or every check misses its baseline (a different model name or signature)."""
-    name = model.name if model is not None else (engine.server_info().model_path or engine.kind)
-    return GoldenTarget(
-        engine=engine,
-        model=name,
-        documents=tuple(documents),
-        options=options,
-        engine_args=None if model is None else f"{config.engine.args} {model.args}".strip(),
-        revision=None if model is None else model.revision,
-    )
 
 
 def target_from_context(ctx: CheckContext) -> GoldenTarget:

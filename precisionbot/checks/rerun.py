@@ -36,5 +36,5 @@ def rerun_helpers(
         results.append(result)
         if on_rerun is not None:
             on_rerun(i, result)
-    token_k3 = config.thresholds_for(None if model is None else model.name, None if model is None else model.tp)
-    return HelperRuns.from_results(results, helper_params(suite), token_k3.token_k3)
+    token_k3 = config.thresholds_for_model(model).token_k3
+    return HelperRuns.from_results(results, helper_params(suite), token_k3)

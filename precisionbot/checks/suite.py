@@ -73,12 +73,17 @@ def signature_for(ctx: CheckContext) -> str:
     """What must match for two runs to be comparable (no host facts here: the golden check adds its own)."""
 
     suite, model = ctx.suite, ctx.model
+    launched: dict[str, object] = {}
+    if model is not None:
+        launched = {
+            "model": model.path,
+            "revision": model.revision,
+            "tp": model.tp,
+            "dtype": model.dtype,
+            "engine_args": ctx.config.launch_args(model),
+        }
     return Signature.build(
-        model=None if model is None else model.path,
-        revision=None if model is None else model.revision,
-        tp=None if model is None else model.tp,
-        dtype=None if model is None else model.dtype,
-        engine_args=None if model is None else f"{ctx.config.engine.args} {model.args}".strip(),
+        **launched,
         corpus=suite.corpus or "builtin",
         check_params={
             "samples": suite.samples,
@@ -107,9 +112,7 @@ def run_suite(
     """Run ``checks`` (default: the suite's) in order and collect results and arrays. ``instance_type``: the
     machine the engine runs on (the EC2 runner's type), for the run's GPU minutes and price estimate."""
     profile = profile or config.thresholds.profile
-    thresholds = config.thresholds_for(
-        None if model is None else model.name, None if model is None else model.tp, profile
-    )
+    thresholds = config.thresholds_for_model(model, profile)
     if suite.kl_div is not None and profile == "default":
         # the suite's own (a kit's threshold), named by its key in reasons
         thresholds = dataclasses.replace(thresholds, kl_div=suite.kl_div, kl_div_key=f"suites.{suite.name}.kl_div")
@@ -158,8 +161,7 @@ def run_suite(
         # SGLang's server args that the diagnosis reads (hybrid checkpoints and windows) and the report shows
         # (the HTML report marks prefill chunks and the window on its per-position charts).
         environment.update({k: server.raw[k] for k in ENGINE_ARGS_KEPT if k in server.raw})
-        args = None if model is None else f"{config.engine.args} {model.args}".strip()
-        extra["fingerprint"] = gather_fingerprint(server.raw, args)
+        extra["fingerprint"] = gather_fingerprint(server.raw, config.launch_args(model))
     except EngineError:
         pass  # already reflected in the checks' verdicts
     outputs = apply_window_step(outputs, environment.get("sliding_window_size"))
@@ -179,7 +181,7 @@ def _timing(wall: float, instance_type: str | None, config: Config, model: Model
     ``runner.price_per_hour`` overrides the list price of the configured instance type)."""
     timing: dict[str, object] = {"wall_s": wall}
     if instance_type:
-        runner = model.runner if model is not None and model.runner is not None else config.runner
+        runner = config.runner_for(model)
         override = runner.price_per_hour if runner.instance_type == instance_type else None
         timing.update(run_cost(wall, instance_type, usd_per_hour=override).to_dict())
     return timing

@@ -13,8 +13,10 @@ import os
 import sys
 from typing import Any
 
-from precisionbot.builtin.flags import add_engine_flags
+from precisionbot import envvars
+from precisionbot.commands.engine_option import add_engine_options
 from precisionbot.commands.store_option import add_store_option
+from precisionbot.commands.suite_option import SuiteFlags, add_size_flags
 from precisionbot.fmt import sig
 
 CONFIG_STORE = "baselines.store"
@@ -25,24 +27,19 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("baseline", help="record, list, show and trace golden and helper baselines")
     sub = parser.add_subparsers(dest="baseline_command", metavar="ACTION")
     sub.required = True
+    _register_record(sub)
+    _register_publish(sub)
+    _register_reading(sub)
 
+
+def _register_record(sub: Any) -> None:
     rec = sub.add_parser("record", help="run the golden corpus through an engine and store it as a baseline")
-    source = rec.add_mutually_exclusive_group()
-    source.add_argument("--engine-url", metavar="URL", help="an engine that is already running")
-    source.add_argument(
-        "--engine", choices=("builtin", "launch"), help="builtin: in-process; launch: engine.launch from the config"
-    )
-    rec.add_argument(
-        "--engine-kind", choices=("sglang", "vllm", "openai", "builtin", "llamacpp"), help="client for --engine-url"
-    )
-    rec.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
-    rec.add_argument("--disable-radix-cache", action="store_true", help="builtin engine: no prefix cache")
-    add_engine_flags(rec)
+    add_engine_options(rec)
     add_store_option(rec, help="s3://bucket/prefix, file:///dir or a directory")
     rec.add_argument("--label", default="baseline_established", choices=["baseline_established", "passed", "failed"])
     rec.add_argument("--producer", default="default", metavar="NAME", help="a known-good variant's name (noise band)")
     rec.add_argument(
-        "--engine-commit", metavar="SHA", help="the engine build's commit (default: $PRECISIONBOT_ENGINE_COMMIT)"
+        "--engine-commit", metavar="SHA", help=f"the engine build's commit (default: ${envvars.ENGINE_COMMIT})"
     )
     rec.add_argument("--config", metavar="FILE", help="precisionbot YAML config")
     rec.add_argument(
@@ -71,10 +68,7 @@ def register(subparsers: Any) -> None:
         "as `check` takes them: the helper reruns use the PR suite's sizes with these overrides, which "
         "must be what the PR's check runs with (a PR is compared only with reruns of the same sizes)",
     )
-    sizes.add_argument("--samples", type=int, metavar="N")
-    sizes.add_argument("--max-new-tokens", type=int, metavar="N")
-    sizes.add_argument("--prompt-tokens", metavar="N|LO..HI", help="prompt length in tokens, or a range")
-    sizes.add_argument("--golden-depths", metavar="N,N,...", help="golden's context depths (tokens)")
+    add_size_flags(sizes, golden_help="golden's context depths (tokens)")
     rec.add_argument("--quiet", action="store_true", help="no progress on stderr")
     rec.add_argument(
         "--replaces-from",
@@ -86,6 +80,8 @@ def register(subparsers: Any) -> None:
     )
     rec.set_defaults(handler=_record, checks=None)
 
+
+def _register_publish(sub: Any) -> None:
     pub = sub.add_parser(
         "publish", help="verify runs recorded into staging stores and copy them into the store (create-only)"
     )
@@ -111,6 +107,9 @@ def register(subparsers: Any) -> None:
     )
     pub.set_defaults(handler=_publish)
 
+
+def _register_reading(sub: Any) -> None:
+    """``list``, ``history`` and ``show``: what a store holds."""
     lst = sub.add_parser("list", help="list the runs in a store, newest first")
     add_store_option(lst)
     lst.add_argument("--model", metavar="NAME")
@@ -155,83 +154,43 @@ def _record(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from precisionbot import corpus
-    from precisionbot.baselines import now_utc, open_store, select_baseline
+    from precisionbot.baselines import open_store
     from precisionbot.baselines.accept import KEY as ACCEPT_KEY
-    from precisionbot.baselines.accept import audit_record, check_reason
-    from precisionbot.checks.golden import golden_target, record_golden
-    from precisionbot.checks.main_noise import skipped_up_front
+    from precisionbot.baselines.golden_recording import golden_target, record_golden
     from precisionbot.checks.progress import TerminalProgress
-    from precisionbot.checks.rerun import rerun_helpers
-    from precisionbot.commands.check import _model, _unusable, apply_overrides, open_engine, refuse_misfits
+    from precisionbot.commands.engine_option import engine_choice, open_engine, select_model, unusable
+    from precisionbot.commands.suite_option import refuse_misfits, suite_flags
     from precisionbot.config import load_config_or_default
     from precisionbot.errors import ConfigError, EngineError, EngineStartError
 
     config = load_config_or_default(args.config)
-    suite = apply_overrides(config.suite(args.suite or config.github.baseline_suite), args)
-    model = _model(config, args)
+    flags = suite_flags(args)
+    suite = flags.apply(config.suite(args.suite or config.github.baseline_suite))
+    model = select_model(config, args.model)
+    choice = engine_choice(args, config)
     store = open_store(_store_uri(args, config))
     documents = corpus.suite_documents(suite.corpus)
-    commit = args.engine_commit or os.environ.get("PRECISIONBOT_ENGINE_COMMIT") or None
+    commit = args.engine_commit or os.environ.get(envvars.ENGINE_COMMIT) or None
     reruns = config.baselines.helper_reruns if args.reruns is None else args.reruns
     if reruns < 0 or reruns in (1, 2):
         raise ConfigError(f"--reruns {reruns}: use 0 (golden only) or at least 3 (main's noise needs 3 reruns)")
-    accepting = args.accept_reason is not None
-    if accepting and (args.accepted_by is None or args.pr is None or args.label != "baseline_established"):
-        raise ConfigError(
-            "--accept-reason needs --accepted-by LOGIN and --pr N, and the default --label baseline_established"
-        )
-    if accepting:
-        check_reason(args.accept_reason)
-    helper_suite = rerun_suite(config, suite, args) if reruns else None
+    accept = _acceptance(args, config)
+    helper_suite = rerun_suite(config, suite, flags) if reruns else None
     progress = TerminalProgress(sys.stderr)
     progress.enabled = not args.quiet
     with tempfile.TemporaryDirectory(prefix="precisionbot-engine-") as logs:
         try:
-            with open_engine(config, args, model, Path(logs)) as engine:
+            with open_engine(config, choice, model, Path(logs)) as engine:
                 try:
                     engine.server_info()
                 except EngineError as exc:
-                    raise _unusable(exc, args, config) from exc
+                    raise unusable(exc, choice) from exc
                 # Before minutes of work: sizes the engine's context cannot hold would store nothing.
                 helper_part = [] if helper_suite is None else [(helper_suite, _helpers_of(helper_suite))]
                 refuse_misfits(engine, *helper_part, (suite, ("golden",)))
                 target = golden_target(engine, config, suite.golden, model, documents)
-                audit = None
-                if accepting:
-                    # A CI run records into a staging store that `baseline publish` copies into
-                    # baselines.store later: the reference it replaces is the one in the store it will join, not
-                    # the (empty) staging one.
-                    reference = store
-                    if args.replaces_from is not None:
-                        uri = config.baselines.store if args.replaces_from == CONFIG_STORE else args.replaces_from
-                        reference = open_store(str(uri))
-                    replaced = select_baseline(reference, target.model, target.signature().digest)
-                    audit = audit_record(
-                        reason=args.accept_reason,
-                        by=args.accepted_by,
-                        pr=args.pr,
-                        replaces=replaced,
-                        when=now_utc(),
-                        commit=commit,
-                    )
-                helpers = None
-                up_front = skipped_up_front(helper_suite.samples, reruns) if helper_suite is not None else None
-                if up_front:
-                    # Said before the reruns are spent, not only in the PR's result.json afterwards.
-                    print(f"note: {up_front}", file=sys.stderr)
-                if helper_suite is not None:
-                    helpers = rerun_helpers(
-                        engine,
-                        config,
-                        helper_suite,
-                        model,
-                        reruns,
-                        on_rerun=_rerun_line,
-                        progress=RerunsProgress(progress, reruns),
-                    )
-                    progress.close()
-                    if not helpers.helpers:
-                        print("  no helper rerun was usable (reasons above): no helper noise stored", file=sys.stderr)
+                audit = None if accept is None else accept.audit(store, target, commit)
+                helpers = _helper_reruns(engine, config, helper_suite, model, reruns, progress)
                 if not args.quiet:
                     depths = ", ".join(map(str, suite.golden.context_depths))
                     print(f"golden: recording at depths {depths}", file=sys.stderr)
@@ -247,17 +206,79 @@ def _record(args: argparse.Namespace) -> int:
                 )
                 progress.close()
         except EngineStartError as exc:
-            raise _unusable(exc, args, config) from exc
+            raise unusable(exc, choice) from exc
+    _print_recorded(meta, helpers, store.uri, audit)
+    return 0
+
+
+class _Acceptance:
+    """``--accept-reason``: the run is an accepted numerics change, recorded with who accepted it, for which
+    PR, and which baseline it replaces (read from ``reference``, the store it will join)."""
+
+    def __init__(self, reason: str, by: str, pr: int, reference_uri: str | None) -> None:
+        self.reason, self.by, self.pr, self.reference_uri = reason, by, pr, reference_uri
+
+    def audit(self, store: Any, target: Any, commit: str | None) -> dict[str, Any]:
+        from precisionbot.baselines import now_utc, open_store, select_baseline
+        from precisionbot.baselines.accept import audit_record
+
+        # A CI run records into a staging store that `baseline publish` copies into baselines.store later: the
+        # reference it replaces is the one in the store it will join, not the (empty) staging one.
+        reference = store if self.reference_uri is None else open_store(self.reference_uri)
+        replaced = select_baseline(reference, target.model, target.signature().digest)
+        return audit_record(
+            reason=self.reason, by=self.by, pr=self.pr, replaces=replaced, when=now_utc(), commit=commit
+        )
+
+
+def _acceptance(args: argparse.Namespace, config: Any) -> _Acceptance | None:
+    """The ``--accept-reason`` flags checked together (None when the run is not an acceptance)."""
+    from precisionbot.baselines.accept import check_reason
+    from precisionbot.errors import ConfigError
+
+    if args.accept_reason is None:
+        return None
+    if args.accepted_by is None or args.pr is None or args.label != "baseline_established":
+        raise ConfigError(
+            "--accept-reason needs --accepted-by LOGIN and --pr N, and the default --label baseline_established"
+        )
+    check_reason(args.accept_reason)
+    uri = None
+    if args.replaces_from is not None:
+        uri = str(config.baselines.store if args.replaces_from == CONFIG_STORE else args.replaces_from)
+    return _Acceptance(args.accept_reason, args.accepted_by, args.pr, uri)
+
+
+def _helper_reruns(engine: Any, config: Any, suite: Any, model: Any, reruns: int, progress: Any) -> Any:
+    """main's helper noise: the consistency helpers rerun ``reruns`` times (None without a helper suite)."""
+    from precisionbot.checks.main_noise import skipped_up_front
+    from precisionbot.checks.rerun import rerun_helpers
+
+    if suite is None:
+        return None
+    up_front = skipped_up_front(suite.samples, reruns)
+    if up_front:
+        # Said before the reruns are spent, not only in the PR's result.json afterwards.
+        print(f"note: {up_front}", file=sys.stderr)
+    helpers = rerun_helpers(
+        engine, config, suite, model, reruns, on_rerun=_rerun_line, progress=RerunsProgress(progress, reruns)
+    )
+    progress.close()
+    if not helpers.helpers:
+        print("  no helper rerun was usable (reasons above): no helper noise stored", file=sys.stderr)
+    return helpers
+
+
+def _print_recorded(meta: Any, helpers: Any, store_uri: str, audit: dict[str, Any] | None) -> None:
     print(f"recorded {meta.run_id} ({meta.label}, producer {meta.producer}, {meta.stats['positions']} positions)")
     if helpers is not None:
         kept = ", ".join(f"{h} x{helpers.reruns(h)}" for h in helpers.helpers) or "none usable"
         print(f"  helper reruns: {kept}")
-    print(f"  {store.uri}/{meta.prefix}")
+    print(f"  {store_uri}/{meta.prefix}")
     print(f"  model {meta.model}, signature {meta.signature}")
     if audit is not None:
         was = audit["replaces"]["run_id"] if audit["replaces"] else "no earlier baseline"
         print(f"  accepted by {audit['by']} (PR #{audit['pr']}): {audit['reason']}; replaces {was}")
-    return 0
 
 
 def _helpers_of(suite: Any) -> tuple[str, ...]:
@@ -266,16 +287,15 @@ def _helpers_of(suite: Any) -> tuple[str, ...]:
     return tuple(c for c in suite.checks if c in CONSISTENCY_CHECKS) or CONSISTENCY_CHECKS
 
 
-def rerun_suite(config: Any, suite: Any, args: argparse.Namespace) -> Any:
+def rerun_suite(config: Any, suite: Any, flags: SuiteFlags) -> Any:
     """The suite main's helper reruns run with: the PR suite's (``github.pr_suite``) with the size flags, since
     a PR's check is compared only with reruns of its own sizes (``helper_params``). A ``--suite`` that runs
     helpers with other sizes would record noise no PR is ever compared with: refused, naming the difference."""
     from precisionbot.baselines.helper_reruns import helper_params
-    from precisionbot.commands.check import apply_overrides
     from precisionbot.errors import ConfigError
     from precisionbot.results import CONSISTENCY_CHECKS
 
-    pr = apply_overrides(config.suite(config.github.pr_suite), args)
+    pr = flags.apply(config.suite(config.github.pr_suite))
     if suite.name == pr.name or not any(c in CONSISTENCY_CHECKS for c in suite.checks):
         return pr
     mine, theirs = helper_params(suite), helper_params(pr)
@@ -383,7 +403,7 @@ def _existing_store(uri: str) -> Any:
     """The store for ``list``/``show``/``history``/``publish``: a local directory that does not exist is a typo,
     not an empty store (``record`` creates it), the same setup error ``check`` gives for golden."""
     from precisionbot.baselines import open_store
-    from precisionbot.commands.check import require_existing_store
+    from precisionbot.commands.store_option import require_existing_store
 
     store = open_store(uri)
     require_existing_store(store, "--store")

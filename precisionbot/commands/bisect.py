@@ -60,14 +60,15 @@ def run(args: argparse.Namespace) -> int:
     from precisionbot.baselines.store import open_store
     from precisionbot.checks.bisect import bisect, cache_key, evaluate_commit
     from precisionbot.checks.bisect_search import Bisection, Step
-    from precisionbot.commands.check import _model, apply_overrides, engine_at
+    from precisionbot.commands.engine_option import engine_at, select_model
+    from precisionbot.commands.suite_option import suite_flags
     from precisionbot.config import load_config_or_default
     from precisionbot.engines.checkout import Checkout
     from precisionbot.errors import ConfigError
 
     config = load_config_or_default(args.config)
-    suite = apply_overrides(config.suite(args.suite or DEFAULT_SUITE), args)
-    model = _model(config, args)
+    suite = suite_flags(args).apply(config.suite(args.suite or DEFAULT_SUITE))
+    model = select_model(config, args.model)
     e = config.engine
     if not e.launch or model is None:
         raise ConfigError(

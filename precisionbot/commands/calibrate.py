@@ -132,16 +132,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.grid:
         return _run_grid(args)
     from precisionbot.baselines import open_store
+    from precisionbot.baselines.golden_recording import golden_target, record_golden
     from precisionbot.builtin.options import HYBRID_ONLY_FAULTS, EngineOptions
-    from precisionbot.checks.golden import golden_target, record_golden
     from precisionbot.checks.suite import run_suite
-    from precisionbot.commands.check import apply_overrides
+    from precisionbot.commands.suite_option import suite_flags
     from precisionbot.config import load_config_or_default
     from precisionbot.engines.builtin import BuiltinEngine
     from precisionbot.errors import ConfigError
 
     config = load_config_or_default(args.config)
-    suite = apply_overrides(config.suite(args.suite or "consistency"), args)
+    suite = suite_flags(args).apply(config.suite(args.suite or "consistency"))
     profile = args.profile or config.thresholds.profile
     thresholds = config.thresholds_for(None, None, profile)
     flags = engine_kwargs(args)

@@ -97,10 +97,10 @@ def _faults(values: list[str]) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     from precisionbot import corpus
     from precisionbot.baselines import open_store
-    from precisionbot.checks.golden import golden_target, record_golden
+    from precisionbot.baselines.golden_recording import golden_target, record_golden
     from precisionbot.checks.progress import TerminalProgress
     from precisionbot.checks.suite import run_suite
-    from precisionbot.commands.check import apply_overrides
+    from precisionbot.commands.suite_option import suite_flags
     from precisionbot.config import Config
     from precisionbot.engines.builtin import BuiltinEngine
     from precisionbot.report import ReportSection, findings, render_comment, render_summary
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     faults = _faults(args.fault)
     config = Config.default()
-    suite = apply_overrides(config.suite(config.github.pr_suite), args)  # sizes and --golden-depths
+    suite = suite_flags(args).apply(config.suite(config.github.pr_suite))  # sizes and --golden-depths
     out = Path(args.out)
     store_uri = args.store or str(out / "baselines")
     store = open_store(store_uri)

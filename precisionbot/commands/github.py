@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from precisionbot import envvars
 from precisionbot.config import load_config_or_default
 from precisionbot.errors import ConfigError, GitHubError
 
@@ -52,7 +53,7 @@ class ActionEnv:
             return env.get(name) or None
 
         return cls(
-            token=get("PRECISIONBOT_GITHUB_TOKEN") or get("GITHUB_TOKEN"),
+            token=get(envvars.GITHUB_TOKEN) or get("GITHUB_TOKEN"),
             api_url=get("GITHUB_API_URL") or DEFAULT_API_URL,
             server_url=get("GITHUB_SERVER_URL") or "https://github.com",
             repository=get("GITHUB_REPOSITORY"),
@@ -62,9 +63,9 @@ class ActionEnv:
             run_id=get("GITHUB_RUN_ID"),
             output=get("GITHUB_OUTPUT"),
             step_summary=get("GITHUB_STEP_SUMMARY"),
-            config_path=get("PRECISIONBOT_CONFIG"),
-            bot_login=get("PRECISIONBOT_BOT_LOGIN") or "github-actions[bot]",
-            report_url=get("PRECISIONBOT_REPORT_URL"),
+            config_path=get(envvars.CONFIG),
+            bot_login=get(envvars.BOT_LOGIN) or "github-actions[bot]",
+            report_url=get(envvars.REPORT_URL),
         )
 
     @property
@@ -93,13 +94,13 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="github_command", metavar="ACTION")
     sub.required = True
     plan = sub.add_parser("plan", help="apply the gate to the GitHub event; write run/sha/pr/suite/matrix/reason")
-    plan.add_argument("--config", help="precisionbot config (default: $PRECISIONBOT_CONFIG, .github/precision.yml)")
+    plan.add_argument("--config", help=f"precisionbot config (default: ${envvars.CONFIG}, .github/precision.yml)")
     plan.set_defaults(handler=_plan)
     comment = sub.add_parser("comment", help="upsert the sticky PR comment and write the job summary")
     comment.add_argument("dirs", nargs="+", metavar="DIR", help="result directories (one per matrix cell)")
     comment.add_argument("--pr", type=_pr_number, help="PR number (default: from the event)")
     comment.add_argument("--suite", help="suite name, for one comment per suite (github.comment_per_suite)")
-    comment.add_argument("--config", help="precisionbot config (default: $PRECISIONBOT_CONFIG, .github/precision.yml)")
+    comment.add_argument("--config", help=f"precisionbot config (default: ${envvars.CONFIG}, .github/precision.yml)")
     comment.add_argument(
         "--sha",
         type=_full_sha,
@@ -159,7 +160,7 @@ def _comment(args: Any) -> int:
     env = ActionEnv.from_mapping(os.environ)
     config = load_config_or_default(args.config or env.config_path)
     api = _connect(env) if env.token and env.repository else None
-    from precisionbot.gh.provenance import config_digest
+    from precisionbot.config import config_digest
 
     trusted = config_digest(args.config or env.config_path)
     return comment_action(
@@ -321,7 +322,7 @@ def comment_action(
 
 def _why_not_posted(env: ActionEnv, api: Any, pr: int | None) -> str:
     if api is None and not env.token:
-        return "no GITHUB_TOKEN (set GITHUB_TOKEN or PRECISIONBOT_GITHUB_TOKEN)"
+        return f"no GITHUB_TOKEN (set GITHUB_TOKEN or {envvars.GITHUB_TOKEN})"
     if api is None:
         return "no GITHUB_REPOSITORY (set it to OWNER/NAME)"
     return "no PR number (pass --pr N, or run on a pull_request or issue_comment event)"

@@ -132,8 +132,9 @@ def _launched(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
             "--path golden launches two builds: start them yourself and pass --engine-url and --baseline-url"
         )
     model = models[0]
-    extra = " ".join(f for f in REQUIRED_FLAGS if f not in f"{e.args} {model.args}".split())
-    launch_args = f"{e.args} {model.args} {extra}".strip()
+    given = config.launch_args(model)
+    extra = " ".join(f for f in REQUIRED_FLAGS if f not in given.split())
+    launch_args = f"{given} {extra}".strip()
     argv = render_command(e.launch, model=model.path, tp=model.tp, port=0, args=launch_args)
     refusals = launch_refusals(argv, REQUIRED_ENV)
     if refusals:

@@ -6,33 +6,29 @@ against the store it returns.
 
 from __future__ import annotations
 
-import argparse
 import atexit
-import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from precisionbot.commands.engine_option import engine_at
 from precisionbot.config import Config, ModelConfig, SuiteConfig
-
-if TYPE_CHECKING:
-    from precisionbot.engines.checkout import Checkout
 
 
 def live_baseline(
     config: Config,
-    args: argparse.Namespace,
     suite: SuiteConfig,
     model: ModelConfig | None,
     log_dir: Path,
-    engine_at: Callable[[Config, ModelConfig, Checkout, str, Path], AbstractContextManager[Any]],
+    *,
+    head: str | None,
+    base_ref: str,
 ) -> tuple[Any, Any, float]:
-    """The live store holding the merge base's run, that run's meta, and the seconds it took. ``engine_at``
-    builds, launches and opens the engine at a commit (``check``'s own, so both engines are spoken to alike)."""
+    """The live store holding the merge base of ``head`` (the PR's commit; ``HEAD`` of the checkout when not
+    given) and ``base_ref``, that run's meta, and the seconds it took. The merge base is built, launched and
+    opened by ``engine_at``, as ``check`` opens the PR's engine, so both are spoken to alike."""
     from precisionbot import corpus
     from precisionbot.baselines.store import open_store
     from precisionbot.checks.ab import record_merge_base
@@ -46,9 +42,8 @@ def live_baseline(
             "start the merge base; or set baselines.mode: stored"
         )
     checkout = Checkout(e.checkout)
-    head = args.engine_commit or os.environ.get("PRECISIONBOT_ENGINE_COMMIT") or "HEAD"
-    base_ref = args.base_ref or config.baselines.base_ref
-    base = checkout.merge_base(checkout.resolve(base_ref, "baselines.base_ref"), checkout.resolve(head, "the PR head"))
+    pr_head = checkout.resolve(head or "HEAD", "the PR head")
+    base = checkout.merge_base(checkout.resolve(base_ref, "baselines.base_ref"), pr_head)
     root = tempfile.mkdtemp(prefix="precisionbot-merge-base-")
     # The live baseline serves this one run: removed when the process ends, whichever way the check went.
     atexit.register(shutil.rmtree, root, ignore_errors=True)

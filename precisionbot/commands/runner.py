@@ -13,15 +13,19 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from precisionbot import envvars
 from precisionbot.commands.github import ActionEnv
 from precisionbot.errors import ConfigError
 
 if TYPE_CHECKING:
     from precisionbot.config import RunnerConfig
     from precisionbot.runners.github_runners import GitHubRunnerRegistry
+    from precisionbot.runners.lifecycle import Clock, Launched
+    from precisionbot.runners.records import InstanceSpec, RunnerSpec
 
 
 _RANDOM_LABEL = re.compile(r"[0-9a-f]{32}")
@@ -116,134 +120,236 @@ def _registry(env: ActionEnv) -> GitHubRunnerRegistry | None:
     return GitHubRunnerRegistry.from_token(env.token, env.api_url) if env.token else None
 
 
-def _load_runner_config(args: argparse.Namespace) -> RunnerConfig:
+def _load_runner_config(config_path: str | None, model_name: str | None) -> RunnerConfig:
     from precisionbot.config import load_config_or_default
 
-    config = load_config_or_default(args.config)
+    config = load_config_or_default(config_path)
     # The plan's matrix names "builtin" when no models are configured: that one uses the top-level runner.
-    model = config.model(args.model) if args.model and config.models else None
+    model = config.model(model_name) if model_name and config.models else None
     return config.runner_for(model)
 
 
-def _regions(args: argparse.Namespace) -> list[str | None]:
+def _regions(region: str | None, config_path: str | None) -> list[str | None]:
     """Where terminate/reap look: ``--region``, else every region the config's runners (top level and per
     model) launch in, else boto3's own chain. Launch may use a model's region, so one region is not enough."""
-    if args.region:
-        return [args.region]
+    if region:
+        return [region]
     from precisionbot.config import load_config_or_default
 
-    config = load_config_or_default(args.config)
+    config = load_config_or_default(config_path)
     runners = [config.runner, *(m.runner for m in config.models if m.runner is not None)]
     regions = sorted({r.region for r in runners if r.kind == "ec2" and r.region})
     return list(regions) or [None]
 
 
-def _launch(args: argparse.Namespace) -> int:
-    from precisionbot.runners.cloud import Ec2Cloud
-    from precisionbot.runners.github_runners import GitHubRunnerRegistry
-    from precisionbot.runners.lifecycle import SYSTEM_CLOCK, launch
-    from precisionbot.runners.records import (
-        InstanceSpec,
-        RunnerSpec,
-        new_label,
-        new_runner_name,
-        validate_job,
-        validate_label,
-        validate_repo,
-        validate_run_id,
-        validate_workflow_ref,
-    )
+@dataclass(frozen=True)
+class _LaunchRequest:
+    """What ``runner launch`` was asked for: each flag, else its runner-config key, else the Actions
+    environment; plain values, not yet checked (``_plan`` checks them)."""
 
-    rc = _load_runner_config(args)
-    if rc.kind == "pool":
-        # A preexisting self-hosted pool: nothing to start, the GPU job just selects the pool's labels.
-        _emit({"label": ",".join(rc.labels), "labels": json.dumps(list(rc.labels)), "instance-id": ""})
-        _log(f"runner.kind is pool: the GPU job runs on {list(rc.labels)}; nothing launched")
-        _warn(
-            "runner.kind is pool: its runners must be ephemeral and in a runner group restricted to this workflow "
-            "on the default branch; never run fork code or a public repository's PRs on them (docs/runners.md)"
-        )
-        return 0
-    gh = _github_env()
-    repo = validate_repo(args.repo or gh.repository)
-    ami = args.ami or rc.ami
-    if not ami:
-        raise ConfigError(
-            "--ami is required: runner launch needs --ami (or runner.ami in the config), an AMI with the GPU driver"
-        )
-    if gh.token is None:
-        raise ConfigError(
-            "runner launch needs a token with repository administration: write in PRECISIONBOT_GITHUB_TOKEN "
-            "(a GitHub App or fine-grained PAT; GITHUB_TOKEN cannot create just-in-time runners)"
-        )
+    repo: str | None
+    ami: str | None
+    token: str | None
+    api_url: str
+    run_id: str
+    pr: str | None
+    label: str | None
+    workflow_ref: str | None
+    job: str
+    runner_group_id: int
+    ttl_minutes: int
+    runner_version: str | None
+    runner_user: str | None
+    runner_sha256: str | None
+    instance_type: str
+    subnet: str | None
+    security_groups: tuple[str, ...]
+    instance_profile: str | None
+    root_volume_gb: int
+    spot: bool
+    wait_timeout_s: float
+    poll_interval_s: float
+    region: str | None
+
+
+@dataclass(frozen=True)
+class _LaunchPlan:
+    """A checked request: the two specs and what ``lifecycle.launch`` needs besides them."""
+
+    instance: InstanceSpec
+    runner: RunnerSpec
+    run_id: str
+    pr: str | None
+    token: str
+    api_url: str
+    region: str | None
+    wait_timeout_s: float
+    poll_interval_s: float
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from precisionbot.runners.lifecycle import SYSTEM_CLOCK
+
     clock = SYSTEM_CLOCK
-    run_id = validate_run_id(args.run_id or gh.run_id or f"local{int(clock.now().timestamp())}")
-    if args.pr and not args.pr.isdigit():
-        raise ConfigError(f"--pr {args.pr!r} must be a pull request number")
-    name = new_runner_name(run_id, clock.now())
-    label = validate_label(args.label) if args.label else new_label()
-    if not _RANDOM_LABEL.search(label):
-        _warn(
-            f"runner label {label!r} has no 32 random hex digits: a job that guesses it can take this GPU "
-            "runner; let launch generate one, or use the matrix label `github plan` writes"
-        )
-    ttl = args.ttl_minutes if args.ttl_minutes is not None else rc.ttl_minutes
-    runner_kwargs: dict[str, Any] = {}
-    if args.runner_version or rc.runner_version:
-        runner_kwargs["runner_version"] = args.runner_version or rc.runner_version
-    if rc.runner_user:
-        runner_kwargs["runner_user"] = rc.runner_user
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        # Before anything could print it: the label is how a job selects this runner.
-        print(f"::add-mask::{label}", flush=True)
-    runner = RunnerSpec(
-        repo=repo,
-        name=name,
-        label=label,
-        workflow_ref=validate_workflow_ref(args.workflow_ref or os.environ.get("GITHUB_WORKFLOW_REF")),
-        run_id=run_id,
-        job=validate_job(args.job),
+    rc = _load_runner_config(args.config, args.model)
+    if rc.kind == "pool":
+        return _use_pool(rc.labels)
+    gh = _github_env()
+    request = _LaunchRequest(
+        repo=args.repo or gh.repository,
+        ami=args.ami or rc.ami,
+        token=gh.token,
+        api_url=gh.api_url,
+        run_id=args.run_id or gh.run_id or f"local{int(clock.now().timestamp())}",
+        pr=args.pr,
+        label=args.label,
+        workflow_ref=args.workflow_ref or os.environ.get("GITHUB_WORKFLOW_REF"),
+        job=args.job,
         runner_group_id=args.runner_group_id or rc.runner_group_id,
-        ttl_minutes=ttl,
+        ttl_minutes=args.ttl_minutes if args.ttl_minutes is not None else rc.ttl_minutes,
+        runner_version=args.runner_version or rc.runner_version,
+        runner_user=rc.runner_user,
         runner_sha256=args.runner_sha256 or rc.runner_sha256,
-        **runner_kwargs,
-    )
-    instance = InstanceSpec(
         instance_type=args.instance_type or rc.instance_type,
-        ami=ami,
         subnet=args.subnet or rc.subnet,
         security_groups=tuple(args.security_group or rc.security_groups),
         instance_profile=args.instance_profile or rc.instance_profile,
         root_volume_gb=args.root_volume_gb or rc.root_volume_gb,
         spot=rc.spot if args.spot is None else args.spot,
+        wait_timeout_s=args.wait_timeout if args.wait_timeout is not None else rc.wait_timeout_s,
+        poll_interval_s=args.poll_interval,
+        region=args.region or rc.region,
     )
-    wait_s = args.wait_timeout if args.wait_timeout is not None else rc.wait_timeout_s
-    if wait_s <= 0 or ttl < 1:
-        raise ConfigError("--wait-timeout must be > 0 seconds and --ttl-minutes at least 1")
-    region = args.region or rc.region
-    with _sigterm_as_interrupt():
-        launched = launch(
-            instance,
-            runner,
-            run_id=run_id,
-            pr=args.pr,
-            cloud=Ec2Cloud.from_env(region),
-            registry=GitHubRunnerRegistry.from_token(gh.token, gh.api_url),
-            clock=clock,
-            wait_timeout_s=wait_s,
-            poll_interval_s=args.poll_interval,
-            log=_log,
-        )
+    plan = _plan(request, clock)
+    launched = _start(plan, clock)
     _emit(
         {
             "label": launched.label,
-            "labels": json.dumps(list(runner.labels)),
+            "labels": json.dumps(list(plan.runner.labels)),
             "instance-id": launched.instance_id,
-            "run-id": run_id,
-            "region": region or "",
+            "run-id": plan.run_id,
+            "region": plan.region or "",
         }
     )
     return 0
+
+
+def _use_pool(labels: tuple[str, ...]) -> int:
+    """``runner.kind: pool``: a preexisting self-hosted pool, nothing to start; the GPU job selects its labels."""
+    _emit({"label": ",".join(labels), "labels": json.dumps(list(labels)), "instance-id": ""})
+    _log(f"runner.kind is pool: the GPU job runs on {list(labels)}; nothing launched")
+    _warn(
+        "runner.kind is pool: its runners must be ephemeral and in a runner group restricted to this workflow "
+        "on the default branch; never run fork code or a public repository's PRs on them (docs/runners.md)"
+    )
+    return 0
+
+
+def _plan(request: _LaunchRequest, clock: Clock) -> _LaunchPlan:
+    """What to launch: the request checked (a ConfigError for the first flag that fails) and turned into the
+    instance and runner specs. The label is chosen, warned about and masked between the access checks and
+    the spec checks, so what is printed before an error stays the same."""
+    from precisionbot.runners.records import (
+        InstanceSpec,
+        RunnerSpec,
+        new_runner_name,
+        validate_job,
+        validate_repo,
+        validate_run_id,
+        validate_workflow_ref,
+    )
+
+    repo = validate_repo(request.repo)
+    if not request.ami:
+        raise ConfigError(
+            "--ami is required: runner launch needs --ami (or runner.ami in the config), an AMI with the GPU driver"
+        )
+    if request.token is None:
+        raise ConfigError(
+            f"runner launch needs a token with repository administration: write in {envvars.GITHUB_TOKEN} "
+            "(a GitHub App or fine-grained PAT; GITHUB_TOKEN cannot create just-in-time runners)"
+        )
+    run_id = validate_run_id(request.run_id)
+    if request.pr and not request.pr.isdigit():
+        raise ConfigError(f"--pr {request.pr!r} must be a pull request number")
+    name = new_runner_name(run_id, clock.now())
+    label = _runner_label(request.label)
+    runner_kwargs: dict[str, Any] = {}
+    if request.runner_version:
+        runner_kwargs["runner_version"] = request.runner_version
+    if request.runner_user:
+        runner_kwargs["runner_user"] = request.runner_user
+    runner = RunnerSpec(
+        repo=repo,
+        name=name,
+        label=label,
+        workflow_ref=validate_workflow_ref(request.workflow_ref),
+        run_id=run_id,
+        job=validate_job(request.job),
+        runner_group_id=request.runner_group_id,
+        ttl_minutes=request.ttl_minutes,
+        runner_sha256=request.runner_sha256,
+        **runner_kwargs,
+    )
+    instance = InstanceSpec(
+        instance_type=request.instance_type,
+        ami=request.ami,
+        subnet=request.subnet,
+        security_groups=request.security_groups,
+        instance_profile=request.instance_profile,
+        root_volume_gb=request.root_volume_gb,
+        spot=request.spot,
+    )
+    if request.wait_timeout_s <= 0 or request.ttl_minutes < 1:
+        raise ConfigError("--wait-timeout must be > 0 seconds and --ttl-minutes at least 1")
+    return _LaunchPlan(
+        instance=instance,
+        runner=runner,
+        run_id=run_id,
+        pr=request.pr,
+        token=request.token,
+        api_url=request.api_url,
+        region=request.region,
+        wait_timeout_s=request.wait_timeout_s,
+        poll_interval_s=request.poll_interval_s,
+    )
+
+
+def _runner_label(label: str | None) -> str:
+    """``--label`` checked, else a fresh random one; a guessable one is warned about, and in Actions the
+    label is masked before anything could print it: the label is how a job selects this runner."""
+    from precisionbot.runners.records import new_label, validate_label
+
+    chosen = validate_label(label) if label else new_label()
+    if not _RANDOM_LABEL.search(chosen):
+        _warn(
+            f"runner label {chosen!r} has no 32 random hex digits: a job that guesses it can take this GPU "
+            "runner; let launch generate one, or use the matrix label `github plan` writes"
+        )
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        print(f"::add-mask::{chosen}", flush=True)
+    return chosen
+
+
+def _start(plan: _LaunchPlan, clock: Clock) -> Launched:
+    """The launch itself, with a cancelled job's SIGTERM unwinding through its cleanup."""
+    from precisionbot.runners.cloud import Ec2Cloud
+    from precisionbot.runners.github_runners import GitHubRunnerRegistry
+    from precisionbot.runners.lifecycle import launch
+
+    with _sigterm_as_interrupt():
+        return launch(
+            plan.instance,
+            plan.runner,
+            run_id=plan.run_id,
+            pr=plan.pr,
+            cloud=Ec2Cloud.from_env(plan.region),
+            registry=GitHubRunnerRegistry.from_token(plan.token, plan.api_url),
+            clock=clock,
+            wait_timeout_s=plan.wait_timeout_s,
+            poll_interval_s=plan.poll_interval_s,
+            log=_log,
+        )
 
 
 @contextmanager
@@ -291,7 +397,7 @@ def _terminate(args: argparse.Namespace) -> int:
     instance_id = validate_instance_id(args.instance_id) if args.instance_id else None
     registry = _registry(_github_env())
     instances = runners = 0
-    for region in _regions(args):
+    for region in _regions(args.region, args.config):
         _log(f"looking in region {region or '(boto3 default)'}")
         done = terminate(
             cloud=Ec2Cloud.from_env(region),
@@ -323,7 +429,7 @@ def _reap(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-age-minutes must be > 0, got {args.max_age_minutes:g}")
     registry = _registry(gh)
     instances = runners = 0
-    for index, region in enumerate(_regions(args)):
+    for index, region in enumerate(_regions(args.region, args.config)):
         _log(f"looking in region {region or '(boto3 default)'}")
         result = reap(
             cloud=Ec2Cloud.from_env(region),

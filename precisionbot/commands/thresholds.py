@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from precisionbot.commands.engine_option import add_engine_options
 from precisionbot.commands.store_option import add_store_option
 from precisionbot.fmt import plain
 
@@ -39,16 +40,11 @@ def register(subparsers: Any) -> None:
     )
     source = s.add_mutually_exclusive_group(required=True)
     add_store_option(source, help="a baseline store with helper reruns (baseline record --reruns)")
-    source.add_argument("--engine-url", metavar="URL", help="a running clean engine to rerun the helpers on")
-    source.add_argument("--engine", choices=("builtin", "launch"), help="builtin: in-process; launch: from config")
     s.add_argument("--run", metavar="RUN", help="with --store: this run (default: the newest with helper reruns)")
     s.add_argument("--model", metavar="NAME", help="with --store: the model's runs; live: a model of the config")
     s.add_argument("--reruns", type=int, default=20, metavar="R", help="live engine: helper reruns (default 20)")
-    s.add_argument(
-        "--engine-kind", choices=("sglang", "vllm", "openai", "builtin", "llamacpp"), help="client for --engine-url"
-    )
-    s.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
-    s.add_argument("--disable-radix-cache", action="store_true", help=argparse.SUPPRESS)
+    # A live engine to rerun the helpers on (a clean one), or --store above.
+    add_engine_options(s, source=source, hide_radix_flag=True)
     s.add_argument("--config", metavar="FILE", help="precisionbot YAML config")
     s.add_argument("--suite", metavar="NAME", help="live engine: the suite whose helper parameters to use")
     s.add_argument("--flake-rate", type=float, default=0.001, metavar="F", help="false alarms per clean run (0.001)")
@@ -102,7 +98,7 @@ def _live(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
     from pathlib import Path
 
     from precisionbot.checks.rerun import rerun_helpers
-    from precisionbot.commands.check import _model, open_engine
+    from precisionbot.commands.engine_option import engine_choice, open_engine, select_model
     from precisionbot.config import load_config_or_default
     from precisionbot.errors import ConfigError
 
@@ -110,10 +106,11 @@ def _live(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
         raise ConfigError(f"--reruns {args.reruns}: a fit needs at least 3 reruns (20 or more for useful rates)")
     config = load_config_or_default(args.config)
     suite = config.suite(args.suite or config.github.pr_suite)
-    model = _model(config, args)
+    model = select_model(config, args.model)
+    choice = engine_choice(args, config)
     with (
         tempfile.TemporaryDirectory(prefix="precisionbot-engine-") as logs,
-        open_engine(config, args, model, Path(logs)) as engine,
+        open_engine(config, choice, model, Path(logs)) as engine,
     ):
         name = model.name if model is not None else (engine.server_info().model_path or engine.kind)
         tp = model.tp if model is not None else (engine.server_info().tp_size or 1)

@@ -5,6 +5,7 @@
     settings.py  the frozen dataclasses of every section, with their defaults       pure
     fields.py    ``Reader``: typed access to a mapping with errors naming key and file  pure
     suite.py     a suite's conversation shape (turns, branches, groups)               pure
+    digest.py    ``config_digest(path)``: the sha256 of the config file a result was judged with (reads it)
     parse.py     ``parse_config``: a parsed mapping -> ``Config`` (unknown keys are errors)  pure
     load.py      ``load_config(path)``, ``from_mapping(data)``: the one module that reads the file
 
@@ -13,6 +14,7 @@ Imports go one way: settings <- fields/suite <- parse <- load. Everything public
 
 from __future__ import annotations
 
+from precisionbot.config.digest import DEFAULTS_DIGEST, DIGEST_KEY, config_digest
 from precisionbot.config.load import (
     MAX_FLOW_DEPTH,
     flow_depth,
@@ -24,6 +26,7 @@ from precisionbot.config.settings import (
     CONFIG_MAX_BYTES,
     DEFAULT_CONFIG_PATH,
     DEFAULT_PROFILES,
+    DEFAULT_STORE_URI,
     DEFAULT_SUITES,
     ENGINE_KINDS,
     LAUNCH_PLACEHOLDERS,
@@ -52,9 +55,12 @@ from precisionbot.config.settings import (
 
 __all__ = [
     "CONFIG_MAX_BYTES",
+    "DEFAULTS_DIGEST",
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_PROFILES",
+    "DEFAULT_STORE_URI",
     "DEFAULT_SUITES",
+    "DIGEST_KEY",
     "ENGINE_KINDS",
     "LAUNCH_PLACEHOLDERS",
     "LOGIT_KL_STATS",
@@ -79,6 +85,7 @@ __all__ = [
     "SuiteConfig",
     "ThresholdSet",
     "ThresholdsConfig",
+    "config_digest",
     "flow_depth",
     "from_mapping",
     "load_config",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import overload
 
 from precisionbot.errors import ConfigError
 from precisionbot.results.run import CONSISTENCY_CHECKS
@@ -340,9 +341,13 @@ class LocalizeConfig:
     """Dumping stops when free disk on the result directory falls below this."""
 
 
+DEFAULT_STORE_URI = ".precisionbot/baselines"
+"""Where baselines live when no ``--store`` / ``baselines.store`` is given (relative to the working dir)."""
+
+
 @dataclass(frozen=True)
 class BaselinesConfig:
-    store: str = ".precisionbot/baselines"
+    store: str = DEFAULT_STORE_URI
     """``s3://bucket/prefix``, ``file://dir`` or a directory path."""
     helper_reruns: int = 8
     """``baseline record`` also runs the consistency helpers this many times (0 = golden only): main's noise."""
@@ -435,3 +440,20 @@ class Config:
 
     def thresholds_for(self, model: str | None, tp: int | None, profile: str | None = None) -> ThresholdSet:
         return self.thresholds.resolve(model, tp, profile)
+
+    def thresholds_for_model(self, model: ModelConfig | None, profile: str | None = None) -> ThresholdSet:
+        """``thresholds_for`` of a configured model (its name and tp); no model = the profile's own."""
+        if model is None:
+            return self.thresholds_for(None, None, profile)
+        return self.thresholds_for(model.name, model.tp, profile)
+
+    @overload
+    def launch_args(self, model: ModelConfig) -> str: ...
+
+    @overload
+    def launch_args(self, model: None) -> None: ...
+
+    def launch_args(self, model: ModelConfig | None) -> str | None:
+        """The engine's launch arguments for ``model``: ``engine.args``, then the model's own. None without a
+        model (the arguments are then unknown: whoever needs them falls back on what the engine reports)."""
+        return None if model is None else f"{self.engine.args} {model.args}".strip()

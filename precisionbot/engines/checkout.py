@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from precisionbot import envvars
 from precisionbot.engines.launcher import Launcher, log_tail
 from precisionbot.errors import ConfigError, EngineStartError
 
@@ -97,7 +98,7 @@ class Checkout:
 def install(command: str, cwd: Path, log_path: Path, sha: str, timeout_s: float = INSTALL_TIMEOUT_S) -> None:
     """Run ``engine.install`` in a commit's worktree; ``BuildFailed`` with the log's tail when it fails."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PRECISIONBOT_ENGINE_COMMIT": sha}
+    env = {**os.environ, envvars.ENGINE_COMMIT: sha}
     with log_path.open("ab") as log:
         try:
             code = subprocess.run(
@@ -134,7 +135,7 @@ def launched_at(
             args=args,
             log_path=log_dir / f"engine-{sha[:12]}.log",
             health_timeout_s=health_timeout_s,
-            env={"PRECISIONBOT_ENGINE_COMMIT": sha},
+            env={envvars.ENGINE_COMMIT: sha},
             cwd=where,
         )
         launcher.start()

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from precisionbot.engines.sglang_parse import logprob
+from precisionbot.engines.logprobs import logprob
 from precisionbot.errors import EngineError
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from precisionbot.engines.base import GenerateRequest, Generation, Progress, ServerInfo, TopLogprobs
 from precisionbot.engines.http import HttpClient
-from precisionbot.engines.sglang_parse import logprob
+from precisionbot.engines.logprobs import logprob
 from precisionbot.errors import EngineError
 
 CACHE_REASON = (

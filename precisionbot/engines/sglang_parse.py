@@ -25,6 +25,7 @@ import numpy as np
 
 from precisionbot.engines import jsoncodec
 from precisionbot.engines.base import GenerateRequest, Generation, TopLogprobs
+from precisionbot.engines.logprobs import answer_error, logprob
 from precisionbot.errors import EngineError
 
 
@@ -111,10 +112,6 @@ def _as_lists(raw: list[Any]) -> list[Any]:
     return [[e.logprob, e.token_id, getattr(e, "text", None)] if isinstance(e, _TYPED) else e for e in raw]
 
 
-def _fail(index: int, field: str, problem: str) -> EngineError:
-    return EngineError(f"engine answer to request {index}: {field} {problem}")
-
-
 MAX_INT = 2**53
 """Counts and ids beyond this are not what an engine sends (and overflow NumPy's fixed-width integers)."""
 
@@ -122,26 +119,8 @@ MAX_INT = 2**53
 def _int(value: Any, index: int, field: str, minimum: int = 0, maximum: int = MAX_INT) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
         shown = f"an integer of {value.bit_length()} bits" if isinstance(value, int) else repr(str(value)[:40])
-        raise _fail(index, field, f"must be an integer >= {minimum} and <= {maximum} (got {shown})")
+        raise answer_error(index, field, f"must be an integer >= {minimum} and <= {maximum} (got {shown})")
     return value
-
-
-def logprob(value: Any, index: int, field: str, allow_none: bool = False) -> float:
-    """One logprob from an engine answer, checked: a number <= 0 (1e-3 of rounding allowed), not NaN or inf."""
-    if value is None:
-        if allow_none:
-            return math.nan
-        raise _fail(index, field, "is null where a logprob belongs")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(index, field, f"is not a number (got {str(value)[:40]!r})")
-    try:
-        f = float(value)
-    except OverflowError:
-        raise _fail(index, field, "is not a valid logprob (a number out of range)") from None
-    # A logprob is <= 0; allow float rounding just above it (log_softmax of a dominant logit).
-    if math.isnan(f) or f > 1e-3 or f == math.inf:
-        raise _fail(index, field, f"is not a valid logprob (got {f!r})")
-    return f
 
 
 def _entries(
@@ -149,9 +128,9 @@ def _entries(
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], tuple[str | None, ...]]:
     """``[[logprob, token_id, text|null], ...]`` → (logprobs, ids, texts), checked entry by entry."""
     if not isinstance(raw, list):
-        raise _fail(index, field, f"is missing or not a list (got {type(raw).__name__})")
+        raise answer_error(index, field, f"is missing or not a list (got {type(raw).__name__})")
     if len(raw) != expected:
-        raise _fail(index, field, f"has {len(raw)} entries, expected {expected}")
+        raise answer_error(index, field, f"has {len(raw)} entries, expected {expected}")
     if raw and isinstance(raw[0], _TYPED):
         typed = _typed_columns(raw, first_may_be_none, want_text)
         if typed is not None:
@@ -167,7 +146,7 @@ def _entries(
     for j, entry in enumerate(raw):
         where = f"{field}[{j}]"
         if not isinstance(entry, (list, tuple)) or len(entry) < 2:
-            raise _fail(index, where, f"is not a [logprob, token_id, text] entry (got {str(entry)[:40]!r})")
+            raise answer_error(index, where, f"is not a [logprob, token_id, text] entry (got {str(entry)[:40]!r})")
         lps[j] = logprob(entry[0], index, where, allow_none=first_may_be_none and j == 0)
         ids[j] = _int(entry[1], index, f"{where} token id", maximum=_INT32_MAX)
         text = entry[2] if len(entry) > 2 else None
@@ -256,7 +235,7 @@ def _sorted_rows(
 def _top(raw: Any, index: int, field: str, expected: int, k: int, first_may_be_none: bool) -> TopLogprobs:
     if not isinstance(raw, list) or len(raw) != expected:
         got = f"{len(raw)} rows" if isinstance(raw, list) else type(raw).__name__
-        raise _fail(index, field, f"must have {expected} rows (got {got})")
+        raise answer_error(index, field, f"must have {expected} rows (got {got})")
     ids = np.full((expected, k), -1, dtype=np.int32)
     lps = np.full((expected, k), np.nan, dtype=np.float64)
     head = 1 if first_may_be_none and raw and _empty_top_row(raw[0]) else 0
@@ -277,7 +256,7 @@ def _top(raw: Any, index: int, field: str, expected: int, k: int, first_may_be_n
             continue
         if not isinstance(row, list) or len(row) != k:
             got = f"{len(row)} entries" if isinstance(row, list) else repr(row)[:40]
-            raise _fail(index, f"{field}[{j}]", f"must list {k} top tokens (got {got})")
+            raise answer_error(index, f"{field}[{j}]", f"must list {k} top tokens (got {got})")
         if first_may_be_none and j == 0 and all(isinstance(e, list) and e and e[0] is None for e in row):
             continue
         row_lp, row_ids, _ = _entries(row, index, f"{field}[{j}]", k, first_may_be_none=False)
@@ -292,7 +271,7 @@ def _read_from(raw: Any, index: int, field: str, expected: int, skip: int, rows:
     if not isinstance(raw, list) or (skip == 0 and not (raw and isinstance(raw[0], msgspec.Raw))):
         return raw  # not skimmed and nothing skipped: validated as it is
     if len(raw) != expected:
-        raise _fail(index, field, f"has {len(raw)} entries, expected {expected}")
+        raise answer_error(index, field, f"has {len(raw)} entries, expected {expected}")
     tail = raw[skip:]
     if not tail or not isinstance(tail[0], msgspec.Raw):
         return tail
@@ -312,16 +291,18 @@ def parse_generation(answer: Any, request: GenerateRequest, index: int) -> Gener
     """Validate one item of a ``/generate`` answer against the request that produced it."""
     answer = _plain(answer)
     if not isinstance(answer, Mapping):
-        raise _fail(index, "answer", f"is not a JSON object (got {type(answer).__name__})")
+        raise answer_error(index, "answer", f"is not a JSON object (got {type(answer).__name__})")
     meta = answer.get("meta_info")
     if not isinstance(meta, Mapping):
-        raise _fail(index, "meta_info", "is missing")
+        raise answer_error(index, "meta_info", "is missing")
     prompt_tokens = _int(meta.get("prompt_tokens"), index, "meta_info.prompt_tokens", minimum=1)
     if prompt_tokens != len(request.input_ids):
-        raise _fail(index, "meta_info.prompt_tokens", f"is {prompt_tokens}, but {len(request.input_ids)} were sent")
+        raise answer_error(
+            index, "meta_info.prompt_tokens", f"is {prompt_tokens}, but {len(request.input_ids)} were sent"
+        )
     completion = _int(meta.get("completion_tokens"), index, "meta_info.completion_tokens")
     if completion > request.max_new_tokens or (request.ignore_eos and completion != request.max_new_tokens):
-        raise _fail(
+        raise answer_error(
             index,
             "meta_info.completion_tokens",
             f"is {completion}, expected {request.max_new_tokens} (max_new_tokens with ignore_eos)",
@@ -329,7 +310,9 @@ def parse_generation(answer: Any, request: GenerateRequest, index: int) -> Gener
     cached = meta.get("cached_tokens", 0)
     cached = _int(0 if cached is None else cached, index, "meta_info.cached_tokens")
     if cached > prompt_tokens:
-        raise _fail(index, "meta_info.cached_tokens", f"is {cached}, more than the {prompt_tokens} prompt tokens")
+        raise answer_error(
+            index, "meta_info.cached_tokens", f"is {cached}, more than the {prompt_tokens} prompt tokens"
+        )
 
     out_lp, out_ids, out_text = _entries(
         meta.get("output_token_logprobs"),
@@ -341,7 +324,7 @@ def parse_generation(answer: Any, request: GenerateRequest, index: int) -> Gener
     )
     output_ids = answer.get("output_ids")
     if output_ids is not None and (not isinstance(output_ids, list) or output_ids != out_ids.tolist()):
-        raise _fail(index, "output_ids", "disagree with the token ids in meta_info.output_token_logprobs")
+        raise answer_error(index, "output_ids", "disagree with the token ids in meta_info.output_token_logprobs")
     start = request.logprob_start_len
     skip = 0  # input positions counted but not read (before ``read_from``)
     if start >= 0:
@@ -355,7 +338,7 @@ def parse_generation(answer: Any, request: GenerateRequest, index: int) -> Gener
             rows, index, _label(field, skip), expected - skip, skip == 0, want_text=request.return_text
         )
         if in_ids.tolist() != list(request.input_ids[start + skip :]):
-            raise _fail(index, field, "token ids differ from the prompt that was sent")
+            raise answer_error(index, field, "token ids differ from the prompt that was sent")
         if skip:
             in_lp = np.concatenate([np.full(skip, np.nan), in_lp])
             in_ids = np.concatenate([np.asarray(request.input_ids[start : start + skip], dtype=np.int32), in_ids])

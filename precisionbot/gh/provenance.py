@@ -1,5 +1,5 @@
-"""Which config a result was judged with: the config file's digest, recorded by ``check`` in ``result.json``
-and compared by ``github comment`` with the trusted (base branch) config it reads itself.
+"""Which config a result was judged with: the digest ``check`` recorded in ``result.json``
+(``config/digest.py``), compared by ``github comment`` with the trusted (base branch) config it reads itself.
 
 The GPU job runs the PR's code, so a PR can change .github/precision.yml (or the file the check reads) and
 with it the thresholds and checks behind the verdict. The comment job reads the base branch's config; when a
@@ -8,32 +8,17 @@ result names another digest, or none, the comment says so.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from precisionbot.config import DEFAULT_CONFIG_PATH
-
-KEY = "config_sha256"
-"""The ``result.json`` key (an extra key: schema 1 keeps unknown keys)."""
-DEFAULTS = "defaults"
-"""The digest of "no config file": the built-in defaults."""
-
-
-def config_digest(path: str | None) -> str:
-    """sha256 of the config file ``load_config_or_default(path)`` reads, or ``defaults``."""
-    chosen = path or (DEFAULT_CONFIG_PATH if Path(DEFAULT_CONFIG_PATH).is_file() else None)
-    if chosen is None:
-        return DEFAULTS
-    return hashlib.sha256(Path(chosen).read_bytes()).hexdigest()
+from precisionbot.config import DIGEST_KEY
 
 
 def foreign_config_note(trusted: str, results: Sequence[tuple[str, Mapping[str, Any]]]) -> str | None:
     """A one-paragraph warning naming the sections whose recorded digest is not ``trusted`` (None if all match).
 
     ``results`` pairs each section's label with its result's extra keys."""
-    odd = [label for label, extra in results if extra.get(KEY) != trusted]
+    odd = [label for label, extra in results if extra.get(DIGEST_KEY) != trusted]
     if not odd:
         return None
     names = ", ".join(f"`{label.replace('`', '')}`" for label in odd[:8]) + (" ..." if len(odd) > 8 else "")

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
+from precisionbot import envvars
 from precisionbot.errors import GitHubError
 from precisionbot.gh.api import Comment, IssueEvent, PullInfo, Review, effective_permission
 
@@ -31,7 +32,7 @@ def _guard(call: str, fn: Callable[[], T]) -> T:
     except github.GithubException as exc:
         message = exc.data.get("message") if isinstance(exc.data, dict) else exc.data
         hint = {
-            401: "check the token (GITHUB_TOKEN / PRECISIONBOT_GITHUB_TOKEN)",
+            401: f"check the token (GITHUB_TOKEN / {envvars.GITHUB_TOKEN})",
             403: "the token lacks a permission this call needs, or the rate limit is spent",
             404: "check the repository, number and the token's access",
         }.get(exc.status, "see GitHub's message")

@@ -2,10 +2,11 @@
 
 Public API (others call these)::
 
-    diagnose(checks, *, baseline_stats=None, previous=None) -> tuple[Diagnosis, ...]
+    diagnose(checks, *, baseline_stats=None, previous=None, environment=None, localization=None)
+        -> tuple[Diagnosis, ...]
     findings(section) -> tuple[Diagnosis, ...]   # what every output lists for one section
     render_comment(sections, *, max_chars=65_536, links=None, marker=COMMENT_MARKER) -> str
-    render_summary(sections, *, max_bytes=1_000_000, links=None) -> str
+    render_summary(sections, *, max_bytes=STEP_SUMMARY_MAX_BYTES, links=None) -> str
     render_json(sections) -> str
     ReportSection(label, run, previous=None, baseline_stats=None, records={}), ReportLinks(...)
     COMMENT_MARKER, comment_marker(suite)

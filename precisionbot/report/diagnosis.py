@@ -4,12 +4,9 @@ plus one sentence each.
 Pure: data in, :class:`~precisionbot.results.Diagnosis` tuples out; no I/O. The sentences are plain text
 (the report escapes them); token text inside them is made visible (a leading space reads ``·``).
 
-Codes (stable, docs/architecture.md; more may be added): which helper diverged — ``prefill_restore``, ``decode_state``,
-``arithmetic``; where in the sequence — ``onset_first_token``, ``onset_mid_generation``; which requests —
-``concentrated``, ``global``; noise or bug — ``systematic_flip``, ``excess_flips``, ``noise``; against other
-runs — ``vs_baseline``, ``vs_previous``; hybrid models (the engine reports SGLang's ``mamba_track_interval``
-or ``sliding_window_size``) — ``recurrent_state``, ``window_handoff``; which op (a run localized with the
-engine's tensor dumper, ``localize:``) — ``first_diverging_op``.
+The codes are stable (result.json's ``diagnosis[].code``; more may be added, none renamed): each is spelled once,
+as a constant here (the hybrid models' two in :mod:`~precisionbot.report.diagnosis_hybrid`), and
+:data:`DIAGNOSIS_CODES` lists them all with what each points to; docs/architecture.md lists the same, in order.
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ from typing import Any
 
 from precisionbot.fmt import count, plain, sig
 from precisionbot.report import diagnosis_hybrid, evidence
+from precisionbot.report.diagnosis_hybrid import RECURRENT_STATE, WINDOW_HANDOFF
 from precisionbot.report.escape import cap, visible
 from precisionbot.report.noise_words import NoiseScale, noise_scale
 from precisionbot.results import (
@@ -31,6 +29,47 @@ from precisionbot.results import (
     Verdict,
     WorstPosition,
 )
+
+PREFILL_RESTORE = "prefill_restore"
+DECODE_STATE = "decode_state"
+ARITHMETIC = "arithmetic"
+ONSET_FIRST_TOKEN = "onset_first_token"
+ONSET_MID_GENERATION = "onset_mid_generation"
+CONCENTRATED = "concentrated"
+GLOBAL = "global"
+SYSTEMATIC_FLIP = "systematic_flip"
+EXCESS_FLIPS = "excess_flips"
+NOISE = "noise"
+VS_BASELINE = "vs_baseline"
+VS_PREVIOUS = "vs_previous"
+FIRST_DIVERGING_OP = "first_diverging_op"
+
+DIAGNOSIS_CODES: Mapping[str, str] = {
+    # Which helper diverged.
+    PREFILL_RESTORE: "the prefix-cache restore path (prefill_cache_hit diverged, match did not)",
+    DECODE_STATE: "state written during decode, wrong when a later request reuses it (only decode_cache_hit)",
+    ARITHMETIC: "a kernel computing another function for decode and prefill shapes (match or batch_invariance)",
+    # Where in the sequence.
+    ONSET_FIRST_TOKEN: "the state was already wrong when generation began",
+    ONSET_MID_GENERATION: "something changes during decode: a window hand-off, a checkpoint rotation, an eviction",
+    # Which requests.
+    CONCENTRATED: "a few requests carry the divergence: compare them",
+    GLOBAL: "every request is shifted: a cause they share",
+    # Noise or bug.
+    SYSTEMATIC_FLIP: "a top-1 flip across a top-2 gap that noise cannot cross",
+    EXCESS_FLIPS: "more top-1 flips than noise explains",
+    NOISE: "within the noise band",
+    # Against other runs.
+    VS_BASELINE: "the headline tail moved 2x or more against the baseline",
+    VS_PREVIOUS: "a verdict changed, or the headline tail moved 2x or more, since the previous run",
+    # Hybrid models (the engine reports SGLang's mamba_track_interval or sliding_window_size).
+    RECURRENT_STATE: "the recurrent/conv state restored at a checkpoint-boundary cache hit is wrong",
+    WINDOW_HANDOFF: "the hand-off to the sliding window differs between decode and prefill",
+    # Which op (a run localized with the engine's tensor dumper, ``localize:``).
+    FIRST_DIVERGING_OP: "the op whose inputs agree and output does not on the two paths, or why none was found",
+}
+"""Every code a :class:`~precisionbot.results.Diagnosis` here can carry, in the order docs/architecture.md lists
+them, with what it points to."""
 
 CONCENTRATED_MAX_FRACTION = 0.25
 """At most this fraction of the samples diverging (and at least one) reads as "a few requests trigger it"."""
@@ -47,10 +86,10 @@ def diagnose(
     *,
     baseline_stats: BaselineStats | None = None,
     previous: RunResult | None = None,
-    engine: Mapping[str, Any] | None = None,
+    environment: Mapping[str, Any] | None = None,
     localization: Any = None,
 ) -> tuple[Diagnosis, ...]:
-    """The findings for one run, most telling first. ``engine``: the run's ``environment`` (server args such as
+    """The findings for one run, most telling first. ``environment``: the run's (server args such as
     ``mamba_track_interval`` and ``sliding_window_size`` name the hybrid codes' boundaries); ``localization``:
     result.json's ``localization`` object, when the run localized a failure (docs/localize.md)."""
     by_name = {c.name: c for c in checks}
@@ -58,7 +97,7 @@ def diagnose(
     op = _first_diverging_op(localization)
     if op is not None:
         out.append(op)
-    noise = noise_scale(engine)
+    noise = noise_scale(environment)
     primary = _which_helper(by_name, out, noise)
     if primary is None and _failed(by_name.get("golden")):
         primary = by_name["golden"]
@@ -66,7 +105,7 @@ def diagnose(
         if primary.name in CONSISTENCY_CHECKS:
             # Where the divergence starts first, then what the hybrid boundaries add to it (said once each).
             _onset(primary, out)
-            diagnosis_hybrid.state_and_window(primary, by_name.get("match"), engine or {}, out)
+            diagnosis_hybrid.state_and_window(primary, by_name.get("match"), environment or {}, out)
         _spread(primary, out)
     # A token id seen with its text anywhere in the run names a text-less worst position too.
     texts = known_token_texts(checks)
@@ -130,7 +169,7 @@ def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis], nois
     if _failed(match) and match is not None:
         out.append(
             Diagnosis(
-                "arithmetic",
+                ARITHMETIC,
                 "match diverged with no cache involved: a kernel computes a different function for decode and "
                 "prefill shapes (batch variance or a wrong kernel), and every helper inherits it"
                 + _max_abs_delta(match, noise)
@@ -142,7 +181,7 @@ def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis], nois
     if _failed(batch) and batch is not None:
         out.append(
             Diagnosis(
-                "arithmetic",
+                ARITHMETIC,
                 "batch_invariance failed: the same prompt gives different numbers in different batch shapes "
                 "(a reduction that depends on the batch size).",
                 "batch_invariance",
@@ -161,7 +200,7 @@ def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis], nois
         )
         out.append(
             Diagnosis(
-                "prefill_restore",
+                PREFILL_RESTORE,
                 f"prefill_cache_hit diverged {why}{_max_abs_delta(prefill, noise)}.{also}",
                 prefill.name,
             )
@@ -180,7 +219,7 @@ def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis], nois
         )
         out.append(
             Diagnosis(
-                "decode_state",
+                DECODE_STATE,
                 f"only decode_cache_hit diverged ({clean}): state written during decode — KV of generated "
                 "tokens, a sliding-window handoff or a checkpoint — is wrong when a later request reuses it"
                 + _max_abs_delta(decode, noise)
@@ -205,7 +244,7 @@ def _onset(c: CheckResult, out: list[Diagnosis]) -> None:
     if 2 * len(first) >= len(div):
         out.append(
             Diagnosis(
-                "onset_first_token",
+                ONSET_FIRST_TOKEN,
                 f"{c.name}: in {len(first)} of {len(div)} diverging samples the divergence starts at the first "
                 "generated token and stays: the state was already wrong when generation began (a restored "
                 "prefix or prefill state), not something that happened during decode.",
@@ -220,7 +259,7 @@ def _onset(c: CheckResult, out: list[Diagnosis]) -> None:
         where = f"median at generated token {onsets[len(onsets) // 2]}, range {onsets[0]}–{onsets[-1]}"
     out.append(
         Diagnosis(
-            "onset_mid_generation",
+            ONSET_MID_GENERATION,
             f"{c.name}: the divergence starts mid-generation ({where}): something changes during decode — "
             "a sliding-window handoff, a checkpoint rotation or an eviction.",
             c.name,
@@ -242,7 +281,7 @@ def _spread(c: CheckResult, out: list[Diagnosis]) -> None:
     if len(div) == total:
         out.append(
             Diagnosis(
-                "global",
+                GLOBAL,
                 f"{c.name}: every sample diverges ({total} of {total}): a shift shared by all requests "
                 "(a common state or kernel), not a trigger in a few.",
                 c.name,
@@ -253,7 +292,7 @@ def _spread(c: CheckResult, out: list[Diagnosis]) -> None:
         more = f" and {len(div) - NAMED_SAMPLES} more" if len(div) > NAMED_SAMPLES else ""
         out.append(
             Diagnosis(
-                "concentrated",
+                CONCENTRATED,
                 f"{c.name}: {len(div)} of {total} samples carry the divergence — {named}{more}; the rest match. "
                 "Compare their prompt lengths, cached tokens and page or chunk remainders.",
                 c.name,
@@ -284,7 +323,7 @@ def _systematic_flips(checks: Sequence[CheckResult], texts: Mapping[int, str], n
         return None
     names = [c.name for c in checks if _systematic(c)]
     return Diagnosis(
-        "systematic_flip",
+        SYSTEMATIC_FLIP,
         f"the top-1 token flips across a top-2 gap that {noise.words} cannot cross, only a systematic logit "
         f"shift can: {'; '.join(parts)}.",
         names[0] if len(names) == 1 else None,
@@ -308,7 +347,7 @@ def _flips(c: CheckResult, out: list[Diagnosis]) -> None:
         p = "p < 1e-12" if ev.p_value < 1e-12 else f"p = {sig(ev.p_value)}"
         out.append(
             Diagnosis(
-                "excess_flips",
+                EXCESS_FLIPS,
                 f"{c.name}: {count(ev.observed)} top-1 flips where noise explains {sig(ev.expected)} ({p}).",
                 c.name,
             )
@@ -316,7 +355,7 @@ def _flips(c: CheckResult, out: list[Diagnosis]) -> None:
     elif not systematic:
         out.append(
             Diagnosis(
-                "noise",
+                NOISE,
                 f"{c.name}: {count(ev.observed)} top-1 flips, about what noise explains "
                 f"({sig(ev.expected)} expected from the margins).",
                 c.name,
@@ -330,10 +369,10 @@ def _noise(checks: Sequence[CheckResult]) -> Diagnosis:
     largest = _stat(worst, "max")
     if largest == 0.0:
         subject = "The compared paths" if len(passed) == len(checks) else "Where the checks could judge, the paths"
-        return Diagnosis("noise", f"{subject} are bit-identical: every per-token k3 is exactly 0.")
+        return Diagnosis(NOISE, f"{subject} are bit-identical: every per-token k3 is exactly 0.")
     where = "" if largest is None else f" (largest per-token k3 {sig(largest)}, in {worst.name})"
     subject = "The differences" if len(passed) == len(checks) else "Where the checks could judge, the differences"
-    return Diagnosis("noise", f"{subject} are within the noise band{where}.")
+    return Diagnosis(NOISE, f"{subject} are within the noise band{where}.")
 
 
 def _moved(now: float | None, then: float | None) -> float | None:
@@ -359,7 +398,7 @@ def _vs_baseline(checks: Sequence[CheckResult], baseline_stats: BaselineStats) -
         label = "KL p99" if key == "kl_p99" else "p99 k3"
         out.append(
             Diagnosis(
-                "vs_baseline",
+                VS_BASELINE,
                 f"{c.name}: {label} is {sig(r)}× the baseline's ({sig(now)} vs {sig(then)}).",
                 c.name,
             )
@@ -384,7 +423,7 @@ def _vs_previous(checks: Sequence[CheckResult], previous: RunResult) -> list[Dia
             text = f"{c.name}: still {c.verdict}; {numbers} since the previous run."
         else:
             continue
-        out.append(Diagnosis("vs_previous", text, c.name))
+        out.append(Diagnosis(VS_PREVIOUS, text, c.name))
     return out
 
 
@@ -397,11 +436,11 @@ def _first_diverging_op(localization: Any) -> Diagnosis | None:
     check = localization.get("check") if isinstance(localization.get("check"), str) else None
     error = localization.get("error")
     if isinstance(error, str):
-        return Diagnosis("first_diverging_op", cap(f"not localized: {error}", 300), check)
+        return Diagnosis(FIRST_DIVERGING_OP, cap(f"not localized: {error}", 300), check)
     first = localization.get("first_diverging_op")
     if first is None:
         n = localization.get("aligned_positions")
-        return Diagnosis("first_diverging_op", f"localized: no op differs at the {n} positions re-run", check)
+        return Diagnosis(FIRST_DIVERGING_OP, f"localized: no op differs at the {n} positions re-run", check)
     if not isinstance(first, Mapping) or not isinstance(first.get("module"), str):
         return None
     rel = first.get("rel_diff")
@@ -410,4 +449,4 @@ def _first_diverging_op(localization: Any) -> Diagnosis | None:
         f"first diverging op: {first['module']} ({first.get('kind', 'module')}) at {first.get('where', '?')}: "
         f"inputs identical, output rel_diff {rel_text}"
     )
-    return Diagnosis("first_diverging_op", text, check)
+    return Diagnosis(FIRST_DIVERGING_OP, text, check)

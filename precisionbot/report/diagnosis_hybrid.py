@@ -13,6 +13,7 @@ A hybrid engine (SGLang with mamba / linear-attention layers and sliding-window 
   W keys" (or the decode kernel's ring buffer) is wrong; or ``match``'s window-step rule failed (the
   logprob error steps up at the window's edge in most samples: ``stats.window_step``).
 
+The two codes are spelled here and listed with the others in :data:`precisionbot.report.diagnosis.DIAGNOSIS_CODES`.
 Pure: data in, findings appended; no I/O.
 """
 
@@ -25,14 +26,17 @@ from precisionbot.fmt import count, sig
 from precisionbot.results import CheckResult, Diagnosis, Verdict
 from precisionbot.scoring.window_step import step_fails
 
+RECURRENT_STATE = "recurrent_state"
+WINDOW_HANDOFF = "window_handoff"
+
 WINDOW_EARLY_TOKENS = 16
 WINDOW_LATE_TOKENS = 64
 """An onset counts as "at the window" from W - 16 to W + 64 tokens: the first token past the window may still
 be within the onset threshold, so the first one over it comes a little later."""
 
 
-def _int(engine: Mapping[str, Any], key: str) -> int | None:
-    value = engine.get(key)
+def _int(environment: Mapping[str, Any], key: str) -> int | None:
+    value = environment.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
@@ -50,7 +54,7 @@ def _stepped(c: CheckResult, window: int, out: list[Diagnosis]) -> bool:
     shown = f"{sig(ratio)}x" if isinstance(ratio, (int, float)) else "a step"
     out.append(
         Diagnosis(
-            "window_handoff",
+            WINDOW_HANDOFF,
             f"{c.name}: in {stepped} of {samples} samples the logprob error steps up at the sliding window's "
             f"edge ({where} {count(window)}; median after / before {shown}): the hand-off to the window — "
             "which keys decode keeps once the context passes it — differs from prefill's.",
@@ -61,15 +65,16 @@ def _stepped(c: CheckResult, window: int, out: list[Diagnosis]) -> bool:
 
 
 def state_and_window(
-    c: CheckResult, match: CheckResult | None, engine: Mapping[str, Any], out: list[Diagnosis]
+    c: CheckResult, match: CheckResult | None, environment: Mapping[str, Any], out: list[Diagnosis]
 ) -> None:
-    """Appends ``recurrent_state`` and/or ``window_handoff`` when ``c`` (a failed helper) shows them."""
-    window = _int(engine, "sliding_window_size")
+    """Appends ``recurrent_state`` and/or ``window_handoff`` when ``c`` (a failed helper) shows them
+    (``environment``: the run's; its server args name the boundaries)."""
+    window = _int(environment, "sliding_window_size")
     stepped = window is not None and _stepped(c, window, out)
     div = [s for s in c.samples if s.onset is not None]
     if not div:
         return
-    interval = _int(engine, "mamba_track_interval")
+    interval = _int(environment, "mamba_track_interval")
     match_clean = match is None or match.verdict is Verdict.PASS
     if interval is not None and c.name != "match" and match_clean:
         first = [s for s in div if s.onset == 0 or s.contiguous_from_first]
@@ -81,7 +86,7 @@ def state_and_window(
             also = "the sliding-window or KV pages restored with it" if window else "the KV pages restored with it"
             out.append(
                 Diagnosis(
-                    "recurrent_state",
+                    RECURRENT_STATE,
                     f"{c.name}: every diverging sample's cache hit ends on a checkpoint boundary (cached tokens a "
                     f"multiple of mamba_track_interval {count(interval)}): the state restored at the hit is wrong — a "
                     f"stale or shifted recurrent/conv checkpoint, state restored into the wrong slot, or {also}.",
@@ -104,7 +109,7 @@ def state_and_window(
         onsets = sorted(s.onset for s in at_window if s.onset is not None)
         out.append(
             Diagnosis(
-                "window_handoff",
+                WINDOW_HANDOFF,
                 f"{c.name}: in {len(at_window)} of {len(div)} diverging samples the divergence starts where the "
                 f"sliding window ({count(window)} tokens) fills (generated token {count(onsets[len(onsets) // 2])} "
                 "at the median): the hand-off to the window — which keys decode keeps once the context "

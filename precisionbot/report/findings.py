@@ -35,7 +35,7 @@ def findings(section: ReportSection) -> tuple[Diagnosis, ...]:
         run.checks,
         baseline_stats=compared_with(section)[0],
         previous=section.previous,
-        engine=run.environment,
+        environment=run.environment,
         localization=run.extra.get("localization"),
     )
 

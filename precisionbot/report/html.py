@@ -25,7 +25,7 @@ from markupsafe import Markup
 from precisionbot.report.chart_data import section_figures
 from precisionbot.report.chart_svg import Chart, section_charts
 from precisionbot.report.escape import markdown_plain
-from precisionbot.report.render import _load
+from precisionbot.report.render import load_template
 from precisionbot.report.section import ReportSection
 from precisionbot.report.view import Detail, ReportLinks, SectionView, report_view
 from precisionbot.results import Verdict
@@ -86,7 +86,7 @@ def _section(index: int, section: ReportSection, view: SectionView) -> HtmlSecti
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FunctionLoader(_load),
+        loader=jinja2.FunctionLoader(load_template),
         undefined=jinja2.StrictUndefined,
         autoescape=True,
         trim_blocks=True,

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from precisionbot import envvars
 from precisionbot.config import ThresholdsConfig
 from precisionbot.errors import ConfigError, DataError
 from precisionbot.gh.workflow import log_text
@@ -112,6 +113,6 @@ def links_from_env(env: Mapping[str, str]) -> ReportLinks:
     run_url = f"{server}/{repo}/actions/runs/{run_id}" if repo and run_id else None
     return ReportLinks(
         run_url=run_url,
-        artifact_url=env.get("PRECISIONBOT_ARTIFACT_URL") or None,
-        report_url=env.get("PRECISIONBOT_REPORT_URL") or None,
+        artifact_url=env.get(envvars.ARTIFACT_URL) or None,
+        report_url=env.get(envvars.REPORT_URL) or None,
     )

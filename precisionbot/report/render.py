@@ -31,7 +31,11 @@ COMMENT_MARKER = "<!-- precisionbot:comment -->"
 """Hidden marker of the sticky comment (found by this marker *and* the bot's login)."""
 
 GITHUB_COMMENT_MAX_CHARS = 65_536
-STEP_SUMMARY_MAX_BYTES = 1_048_576
+STEP_SUMMARY_MAX_BYTES = 1_000_000
+"""What :func:`render_summary` fits into (UTF-8 bytes), stepping detail down: a round million, under GitHub's
+limit of 1 MiB (1,048,576 bytes) per step. ``github comment`` appends the summary with a hard byte cut at that
+limit (:func:`precisionbot.gh.workflow.fit_summary`), a last resort that can land mid-table; the 48 KB margin
+keeps a rendered summary, and a few lines the step appends beside it, clear of that cut."""
 
 
 def comment_marker(suite: str | None = None) -> str:
@@ -48,14 +52,15 @@ def comment_marker(suite: str | None = None) -> str:
     return f"<!-- precisionbot:comment suite={safe} -->" if safe else COMMENT_MARKER
 
 
-def _load(name: str) -> str:
+def load_template(name: str) -> str:
+    """A template's text from the installed package (the HTML report loads its own through this too)."""
     return (resources.files("precisionbot") / "templates" / name).read_text(encoding="utf-8")
 
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FunctionLoader(_load),
+        loader=jinja2.FunctionLoader(load_template),
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # Markdown, not HTML: the view model escapes every untrusted string itself
         trim_blocks=True,
@@ -115,7 +120,7 @@ def render_comment(
 def render_summary(
     sections: Sequence[ReportSection],
     *,
-    max_bytes: int = 1_000_000,
+    max_bytes: int = STEP_SUMMARY_MAX_BYTES,
     links: ReportLinks | None = None,
 ) -> str:
     """The job summary: more worst positions and strips than the comment, details open, under ``max_bytes``."""

@@ -39,9 +39,6 @@ from precisionbot.scoring.golden_judge import stat_fails
 from precisionbot.scoring.k3 import MATCH_STAT, NOCACHE_STAT, enough_cache_hits, judge_against_match, judge_k3
 from precisionbot.scoring.window_step import step_fails
 
-"""The helpers that keep only prompts that hit the cache (``cache``: kept/total); ``cache_consistency`` re-scores
-every restart and counts its overlaps instead."""
-
 
 class _Contradiction(Exception):
     """A field of a claimed PASS that does not hold; ``str()`` names the field."""
@@ -98,6 +95,8 @@ def _consistency(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
     if verdict is not Verdict.PASS:
         raise _Contradiction(f"stats: {reasons[0]}")
     _window_step(stats)
+    # The cache-hit helpers keep only prompts that hit the cache (``cache``: kept/total); ``cache_consistency``
+    # re-scores every restart and counts its overlaps instead, so it has no kept/total to check.
     if check.name in CACHE_HIT_HELPERS:
         cache = check.cache
         if cache is None or not 0 < cache.total < 2**63 or not 0 <= cache.kept <= cache.total:

@@ -19,9 +19,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-PHASES = ("prefill", "decode")
-
-
 GOLDEN_ARRAYS = "golden"
 """The name of a golden run's arrays in the store (``golden.npz`` beside ``meta.json``)."""
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from precisionbot import envvars
 from precisionbot.errors import GitHubError
 from precisionbot.runners.records import JitConfig, Runner
 
@@ -147,7 +148,7 @@ def _detail(exc: Any) -> str:
 
 def _hint(status: int, repo: str) -> str:
     if status == 401:
-        return "the token is missing, invalid or expired: set PRECISIONBOT_GITHUB_TOKEN"
+        return f"the token is missing, invalid or expired: set {envvars.GITHUB_TOKEN}"
     if status == 403:
         return (
             "the token needs repository administration: write (a GitHub App or fine-grained PAT); "

@@ -11,6 +11,7 @@ from importlib import resources
 
 import jinja2
 
+from precisionbot import envvars
 from precisionbot.errors import ConfigError
 from precisionbot.runners.records import (
     RunnerSpec,
@@ -89,6 +90,7 @@ def render_user_data(spec: RunnerSpec, jit_config: str) -> str:
         runner_sha256=spec.runner_sha256,
         jit_config=jit_config,
         collect_dir=COLLECT_DIR,
+        instance_type_env=envvars.INSTANCE_TYPE,
     )
     script = _without_comments(script)
     if len(script.encode()) > USER_DATA_LIMIT_BYTES:

@@ -17,8 +17,9 @@ from precisionbot.baselines.fingerprint import (
     gpu_minutes,
     packages_digest,
 )
+from precisionbot.baselines.golden_recording import GoldenTarget, record_golden
 from precisionbot.baselines.host import gather_fingerprint
-from precisionbot.checks.golden import GoldenTarget, compare_golden, record_golden
+from precisionbot.checks.golden import compare_golden
 from precisionbot.config import GoldenOptions, GoldenThresholds
 from precisionbot.engines.builtin import BuiltinEngine
 from precisionbot.results import Verdict

@@ -14,11 +14,11 @@ import pytest
 
 from precisionbot import corpus
 from precisionbot.baselines import open_store
-from precisionbot.checks.golden import golden_target, record_golden
+from precisionbot.baselines.golden_recording import golden_target, record_golden
 from precisionbot.cli import main
 from precisionbot.config import load_config
 from precisionbot.engines.builtin import BuiltinEngine
-from tests.checks.test_bisect import _commit, _git, write_config
+from tests.support.engine_repo import commit, git, write_config
 from tests.support.engine_server import engine_options
 
 SUITE = {"checks": ["golden"], "golden": {"top_k": 8, "context_depths": [32], "decode_steps": 8}}
@@ -28,9 +28,9 @@ SUITE = {"checks": ["golden"], "golden": {"top_k": 8, "context_depths": [32], "d
 def repo(tmp_path: Path) -> tuple[Path, str, str]:
     repo = tmp_path / "engine"
     repo.mkdir()
-    _git(repo, "init", "-q")
-    base = _commit(repo, "main: the reference", fault="")
-    head = _commit(repo, "PR: comments only")
+    git(repo, "init", "-q")
+    base = commit(repo, "main: the reference", fault="")
+    head = commit(repo, "PR: comments only")
     return repo, base, head
 
 
@@ -88,7 +88,7 @@ def test_ab_passes_where_the_stored_baseline_of_another_runner_fails(
     comment = (tmp_path / "comment.md").read_text()
     assert f"A/B on one runner against merge-base {base[:7]} (" in comment and "GPU minutes" in comment
     assert "the stored baseline was recorded in another environment" in comment
-    assert _git(engine_repo, "worktree", "list").count("\n") == 0
+    assert git(engine_repo, "worktree", "list").count("\n") == 0
 
 
 def test_merge_base_mode_without_a_launch_template_is_a_setup_error(

@@ -12,7 +12,7 @@ from precisionbot.checks import run_suite
 from precisionbot.config import Config
 from precisionbot.engines.sglang import SGLangEngine
 from precisionbot.results import Verdict
-from tests.engines.fake_sglang import Behaviour, fake_sglang
+from tests.support.fake_sglang import Behaviour, fake_sglang
 
 CONFIG = Config.default()
 SUITE = dataclasses.replace(CONFIG.suite("consistency"), samples=4, max_new_tokens=6, prompt_tokens=(16, 30))

@@ -20,8 +20,9 @@ import pytest
 from precisionbot import corpus
 from precisionbot.baselines import Store, list_runs, new_run_id, now_utc, open_store, write_run
 from precisionbot.baselines.catalog import load_golden
+from precisionbot.baselines.golden_recording import GoldenTarget, record_golden
 from precisionbot.baselines.produce import golden_signature
-from precisionbot.checks.golden import GoldenTarget, compare_golden, record_golden
+from precisionbot.checks.golden import compare_golden
 from precisionbot.config import GoldenOptions, GoldenThresholds
 from precisionbot.engines.base import ServerInfo
 from precisionbot.engines.builtin import BuiltinEngine

@@ -18,7 +18,7 @@ from precisionbot.config import Config, SuiteConfig, from_mapping
 from precisionbot.engines.sglang import SGLangEngine
 from precisionbot.errors import ConfigError
 from precisionbot.results import RunResult, Verdict
-from tests.engines.fake_sglang import Behaviour, fake_sglang
+from tests.support.fake_sglang import Behaviour, fake_sglang
 
 CONFIG = Config.default()
 # The single-turn shape as it was before multi-turn existed; ``strip-bos`` is the separator precisionbot used

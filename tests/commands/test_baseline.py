@@ -245,7 +245,7 @@ def test_sizes_beyond_the_engine_context_are_refused_before_anything_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A server with 1,024 tokens of context and the default sizes: refused at once, naming both sizes."""
-    from tests.engines.fake_sglang import Behaviour, fake_sglang
+    from tests.support.fake_sglang import Behaviour, fake_sglang
 
     with fake_sglang(Behaviour(server_info_extra={"context_length": 1024})) as (url, behaviour):
         argv = ["baseline", "record", "--engine-url", url, "--store", str(tmp_path / "s"), "--reruns", "3"]

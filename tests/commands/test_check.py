@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from precisionbot.commands import check
+from precisionbot.config import config_digest
 from precisionbot.errors import ConfigError, EngineError
-from precisionbot.gh.provenance import config_digest
 from precisionbot.results.directory import read_records, read_result
-from tests.engines.fake_sglang import Behaviour, fake_sglang
+from tests.support.fake_sglang import Behaviour, fake_sglang
 
 SMALL = ["--samples", "3", "--max-new-tokens", "4", "--prompt-tokens", "12..20", "--quiet"]
 
@@ -173,12 +173,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_launch_from_config_template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    monkeypatch.chdir(ROOT)  # the template runs `python -m tests.engines.fake_sglang`
+    monkeypatch.chdir(ROOT)  # the template runs `python -m tests.support.fake_sglang`
     cfg = tmp_path / "precision.yml"
     cfg.write_text(
         "engine:\n"
         "  kind: sglang\n"
-        f"  launch: {sys.executable} -m tests.engines.fake_sglang --port {{port}} {{args}}\n"
+        f"  launch: {sys.executable} -m tests.support.fake_sglang --port {{port}} {{args}}\n"
         "  health_timeout_s: 30\n"
         "models:\n"
         "  - name: toy\n"
@@ -271,7 +271,7 @@ def test_a_stalled_launched_engine_is_reported_with_its_log(
     cfg.write_text(
         "engine:\n"
         "  kind: sglang\n"
-        f"  launch: {sys.executable} -m tests.engines.fake_sglang --hang --port {{port}} {{args}}\n"
+        f"  launch: {sys.executable} -m tests.support.fake_sglang --hang --port {{port}} {{args}}\n"
         "  health_timeout_s: 30\n"
         "  request_timeout_s: 0.5\n"
         "models:\n"

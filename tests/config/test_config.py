@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from precisionbot.config import Config, from_mapping, load_config, load_config_or_default
+from precisionbot.config import Config, ModelConfig, from_mapping, load_config, load_config_or_default
 from precisionbot.config.fields import parse_int_range
 from precisionbot.errors import ConfigError
 
@@ -63,6 +63,21 @@ def test_threshold_overrides_by_model_and_tp() -> None:
     assert c.thresholds_for("other", 4).kl_div == 0.0025
     with pytest.raises(ConfigError, match="unknown threshold profile 'strict'"):
         c.thresholds_for("m", 4, "strict")
+
+
+def test_a_models_thresholds_and_launch_args_are_spelled_once() -> None:
+    """``thresholds_for_model`` and ``launch_args`` give what their call sites spelled out before."""
+    c = from_mapping({"engine": {"args": "--page-size 16"}, "thresholds": {"overrides": {"m@tp4": {"kl_div": 0.005}}}})
+    m, bare = ModelConfig(name="m", path="org/m", tp=4, args="--dtype bf16"), ModelConfig(name="m", path="p", tp=2)
+    for model in (m, bare, None):
+        for profile in (None, "default", "deterministic"):
+            old = c.thresholds_for(None if model is None else model.name, None if model is None else model.tp, profile)
+            assert c.thresholds_for_model(model, profile) == old
+        assert c.launch_args(model) == (None if model is None else f"{c.engine.args} {model.args}".strip())
+    assert c.thresholds_for_model(m).kl_div == 0.005
+    assert c.launch_args(m) == "--page-size 16 --dtype bf16"
+    assert c.launch_args(bare) == "--page-size 16"
+    assert Config.default().launch_args(bare) == ""
 
 
 def _error(data: Any) -> str:

@@ -13,7 +13,7 @@ from precisionbot.engines.sglang import SGLangEngine
 from precisionbot.errors import EngineStartError
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = f"{sys.executable} -m tests.engines.fake_sglang --port {{port}} {{args}}"
+TEMPLATE = f"{sys.executable} -m tests.support.fake_sglang --port {{port}} {{args}}"
 
 
 def test_render_command_splits_args_and_quotes_model() -> None:

@@ -4,7 +4,6 @@ real cache hits and the replay done per position; a server that cannot be flushe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from precisionbot.cli import main
 from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.llamacpp import LlamaCppEngine
 from precisionbot.engines.openai import OpenAIEngine
+from tests.support.check_result import checks_by_name, read_result_json
 from tests.support.llamacpp import QUIET_ARGS, LlamaBuild, build, llama_server
 
 pytestmark = pytest.mark.llamacpp
@@ -37,18 +37,6 @@ def clean_url(llama: LlamaBuild, tmp_path_factory: pytest.TempPathFactory) -> It
         yield url
 
 
-def _result(out: Path) -> dict[str, object]:
-    data = json.loads((out / "result.json").read_text())
-    assert isinstance(data, dict)
-    return data
-
-
-def _checks(result: dict[str, object]) -> dict[str, dict[str, object]]:
-    checks = result["checks"]
-    assert isinstance(checks, list)
-    return {str(c["name"]): c for c in checks}
-
-
 def test_three_helpers_pass_with_real_cache_hits(
     clean_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -57,8 +45,8 @@ def test_three_helpers_pass_with_real_cache_hits(
     argv = ["check", "--engine-url", clean_url, "--engine-kind", "llamacpp", "--checks", checks, "--out", str(out)]
     code = main([*argv, *SMALL])
     printed = capsys.readouterr()
-    result = _result(out)
-    by_name = _checks(result)
+    result = read_result_json(out)
+    by_name = checks_by_name(result)
     assert code == 0, printed.out + printed.err
     assert result["engine"] == {"url": clean_url, "kind": "llamacpp", "commit": None}
     for name in ("prefill_cache_hit", "decode_cache_hit"):
@@ -117,8 +105,8 @@ def test_launched_server_that_cannot_flush_is_inconclusive_with_the_fix(llama: L
     out = tmp_path / "out"
     checks = "match,prefill_cache_hit"
     code = main(["check", "--engine", "launch", "--config", str(config), "--checks", checks, "--out", str(out), *SMALL])
-    result = _result(out)
-    by_name = _checks(result)
+    result = read_result_json(out)
+    by_name = checks_by_name(result)
     assert code == 2, result
     assert by_name["match"]["verdict"] == "pass"  # every request went with cache_prompt: false
     assert by_name["prefill_cache_hit"]["verdict"] == "inconclusive"
@@ -154,7 +142,7 @@ def test_quantised_model_fails_golden_against_the_f32_baseline(
     with llama_server(llama, llama.model("q4_0"), tmp_path / "logs") as url:
         argv = ["check", "--engine-url", url, *kind, *common, "--baseline-store", str(store), "--out", str(out)]
         code = main([*argv, "--quiet"])
-    golden = _checks(_result(out))["golden"]
+    golden = checks_by_name(read_result_json(out))["golden"]
     assert code == 1, golden
     assert golden["verdict"] == "fail"
     assert "above the per-position limit" in str(golden["reasons"])

@@ -14,8 +14,8 @@ from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.openai import CACHE_REASON, VLLM_REASON, OpenAIEngine
 from precisionbot.errors import EngineError
 from precisionbot.results import Verdict
-from tests.engines.fake_sglang import BOS, VOCAB, toy_logprobs
-from tests.engines.fake_vllm import fake_vllm
+from tests.support.fake_sglang import BOS, VOCAB, toy_logprobs
+from tests.support.fake_vllm import fake_vllm
 
 
 def test_generation_and_prompt_logprobs_are_aligned() -> None:

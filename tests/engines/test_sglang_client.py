@@ -10,7 +10,7 @@ import pytest
 from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.sglang import SGLangEngine
 from precisionbot.errors import EngineError
-from tests.engines.fake_sglang import BOS, Behaviour, fake_sglang, toy_logprobs
+from tests.support.fake_sglang import BOS, Behaviour, fake_sglang, toy_logprobs
 
 
 def _reqs(n: int, new: int = 4, start: int = -1, top: int = 0) -> list[GenerateRequest]:

@@ -22,7 +22,7 @@ from precisionbot.engines.sglang_parse import (
     parse_token_ids,
 )
 from precisionbot.errors import EngineError
-from tests.engines.fake_sglang import Behaviour, FakeState
+from tests.support.fake_sglang import Behaviour, FakeState
 
 REQUEST = GenerateRequest((1, 5, 9, 13, 17, 21), max_new_tokens=4, logprob_start_len=0, top_logprobs_num=2)
 

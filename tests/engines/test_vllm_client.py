@@ -15,8 +15,8 @@ from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.vllm import DETAILS_FIX, DEV_MODE_FIX, VLLMEngine, cache_config
 from precisionbot.errors import EngineError
 from precisionbot.scoring.cache_rules import rules_for
-from tests.engines.fake_sglang import VOCAB, toy_logprobs
-from tests.engines.fake_vllm import METRICS, fake_vllm
+from tests.support.fake_sglang import VOCAB, toy_logprobs
+from tests.support.fake_vllm import METRICS, fake_vllm
 
 
 def _top(row: list[float], k: int) -> list[int]:

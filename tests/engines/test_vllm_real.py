@@ -10,7 +10,6 @@ The fp32 Llama server is shared by the module; each other server is started by i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from precisionbot.cli import main
 from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.vllm import VLLMEngine
+from tests.support.check_result import checks_by_name, read_result_json
 from tests.support.vllm import VLLMInstall, install, vllm_server
 
 pytestmark = pytest.mark.vllm
@@ -44,24 +44,12 @@ def llama_url(vllm: VLLMInstall, tmp_path_factory: pytest.TempPathFactory) -> It
         yield url
 
 
-def _result(out: Path) -> dict[str, object]:
-    data = json.loads((out / "result.json").read_text())
-    assert isinstance(data, dict)
-    return data
-
-
-def _checks(result: dict[str, object]) -> dict[str, dict[str, object]]:
-    checks = result["checks"]
-    assert isinstance(checks, list)
-    return {str(c["name"]): c for c in checks}
-
-
 def _helpers_pass(url: str, out: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, object]]:
     argv = ["check", "--engine-url", url, "--engine-kind", "vllm", "--checks", HELPERS, "--out", str(out)]
     code = main([*argv, *SMALL])
     printed = capsys.readouterr()
-    result = _result(out)
-    by_name = _checks(result)
+    result = read_result_json(out)
+    by_name = checks_by_name(result)
     assert code == 0, printed.out + printed.err
     assert result["engine"] == {"url": url, "kind": "vllm", "commit": None}
     for name in ("prefill_cache_hit", "decode_cache_hit"):
@@ -134,14 +122,14 @@ def test_golden_passes_fp32_and_fails_a_bf16_pr(vllm: VLLMInstall, llama_url: st
     assert main([*record, *common]) == 0
     same = tmp_path / "same"
     code = main(["check", "--engine-url", llama_url, *common, "--baseline-store", str(store), "--out", str(same)])
-    golden = _checks(_result(same))["golden"]
+    golden = checks_by_name(read_result_json(same))["golden"]
     assert code == 0 and golden["verdict"] == "pass", golden
     out = tmp_path / "bf16"
     model = vllm.model("llama")
     with vllm_server(vllm, model, tmp_path / "logs", "--dtype bfloat16") as url:
         argv = ["check", "--engine-url", url, *common, "--baseline-store", str(store), "--out", str(out)]
         code = main([*argv, "--quiet"])
-    golden = _checks(_result(out))["golden"]
+    golden = checks_by_name(read_result_json(out))["golden"]
     assert code == 1, golden
     assert golden["verdict"] == "fail"
 
@@ -152,7 +140,7 @@ def test_batch_invariance_runs_against_vllm(llama_url: str, tmp_path: Path) -> N
     out = tmp_path / "out"
     argv = ["check", "--engine-url", llama_url, "--engine-kind", "vllm", "--checks", "batch_invariance"]
     code = main([*argv, "--out", str(out), *SMALL])
-    check = _checks(_result(out))["batch_invariance"]
+    check = checks_by_name(read_result_json(out))["batch_invariance"]
     assert check["verdict"] in ("pass", "fail"), check
     assert code == (0 if check["verdict"] == "pass" else 1)
     for reason in check["reasons"] if check["verdict"] == "fail" else ():
@@ -231,7 +219,7 @@ def test_planted_stale_block_on_prefix_hits_is_caught_with_match_clean(
         code = main([*argv, *SMALL])
         capsys.readouterr()
     assert "stale-block plugin registered" in (tmp_path / "logs" / "vllm.log").read_text()
-    by_name = _checks(_result(out))
+    by_name = checks_by_name(read_result_json(out))
     assert code == 1
     assert by_name["match"]["verdict"] == "pass", by_name["match"]
     assert by_name["prefill_cache_hit"]["verdict"] == "fail", by_name["prefill_cache_hit"]

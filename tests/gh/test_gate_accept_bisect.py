@@ -12,8 +12,8 @@ import pytest
 from precisionbot.gh.api import PullInfo
 from precisionbot.gh.gate import Facts, decide, needs
 from precisionbot.gh.slash import Malformed, SlashCommand, parse_command
+from tests.commands.test_github_plan import comment_payload, replies, run
 from tests.gh.test_gate import BOT, CONFIG, HEAD, comment_event, facts, pull
-from tests.gh.test_plan_http import comment_payload, replies, run
 from tests.support.fake_github import FakeGitHub
 
 MERGED = "m" * 40

@@ -17,8 +17,8 @@ import pytest
 
 from precisionbot.report.html import render_html
 from tests.report import html_scenarios
-from tests.report.conftest import DemoRun
 from tests.support.browser import ROOT, artifacts_dir, chromium, console_errors, requested_urls, tripwire
+from tests.support.demo_run import DemoRun
 
 README_IMAGE = ROOT / "docs" / "images" / "report.png"
 

@@ -16,7 +16,7 @@ from precisionbot.report.rows import cost_text, environment_line
 from precisionbot.results import CheckResult, EngineInfo, Verdict, WorstPosition
 from precisionbot.results.cost import PRICES, run_cost
 from tests.report import markdown, scenarios
-from tests.report.conftest import DemoRun
+from tests.support.demo_run import DemoRun
 
 
 def _worst_table(text: str) -> markdown.Table:

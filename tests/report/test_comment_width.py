@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.report.conftest import DemoRun
 from tests.support.browser import artifacts_dir, chromium
+from tests.support.demo_run import DemoRun
 from tests.support.github_markdown import COMMENT_COLUMN_PX, WINDOW_PX, comment_html, open_details
 
 TABLES = """

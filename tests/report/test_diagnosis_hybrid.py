@@ -20,10 +20,10 @@ def _cached(c: CheckResult, step: int) -> CheckResult:
 
 def test_a_cache_hit_on_checkpoint_boundaries_diverging_from_the_first_token_is_the_recurrent_state() -> None:
     checks = [chk("match", P), chk("prefill_cache_hit", F), chk("decode_cache_hit", F)]
-    found = codes(checks, engine=HYBRID)
+    found = codes(checks, environment=HYBRID)
     assert {"recurrent_state", "prefill_restore", "onset_first_token"} <= set(found)
     assert "window_handoff" not in found
-    (finding,) = [d for d in diagnose(checks, engine=HYBRID) if d.code == "recurrent_state"]
+    (finding,) = [d for d in diagnose(checks, environment=HYBRID) if d.code == "recurrent_state"]
     assert finding.check == "prefill_cache_hit" and "mamba_track_interval 64" in finding.text
     # From outside a wrong checkpoint and a wrong page restored with it look alike: both are named.
     assert "recurrent/conv checkpoint" in finding.text and "sliding-window or KV pages" in finding.text
@@ -33,21 +33,21 @@ def test_no_recurrent_state_without_a_hybrid_engine_off_boundaries_or_when_match
     checks = [chk("match", P), chk("prefill_cache_hit", F)]
     assert "recurrent_state" not in codes(checks)  # a dense engine: no checkpoints to blame
     off = [chk("match", P), _cached(chk("prefill_cache_hit", F), 16)]  # cached 1040, 1056, ...: page-aligned only
-    assert "recurrent_state" not in codes(off, engine=HYBRID)
-    assert "recurrent_state" not in codes([chk("match", F), chk("prefill_cache_hit", F)], engine=HYBRID)
+    assert "recurrent_state" not in codes(off, environment=HYBRID)
+    assert "recurrent_state" not in codes([chk("match", F), chk("prefill_cache_hit", F)], environment=HYBRID)
     late = [chk("match", P), chk("prefill_cache_hit", F, onset=40, contiguous=False)]
-    assert "recurrent_state" not in codes(late, engine=HYBRID)
+    assert "recurrent_state" not in codes(late, environment=HYBRID)
 
 
 def test_an_onset_where_the_window_fills_is_a_window_handoff() -> None:
     checks = [chk("match", F, onset=262, contiguous=False)]
-    found = codes(checks, engine=HYBRID)
+    found = codes(checks, environment=HYBRID)
     assert {"arithmetic", "window_handoff", "onset_mid_generation"} <= set(found)
-    (finding,) = [d for d in diagnose(checks, engine=HYBRID) if d.code == "window_handoff"]
+    (finding,) = [d for d in diagnose(checks, environment=HYBRID) if d.code == "window_handoff"]
     assert "sliding window (256 tokens)" in finding.text and "generated token 262" in finding.text
 
 
 def test_no_window_handoff_far_from_the_window_or_without_one() -> None:
-    assert "window_handoff" not in codes([chk("match", F, onset=100, contiguous=False)], engine=HYBRID)
+    assert "window_handoff" not in codes([chk("match", F, onset=100, contiguous=False)], environment=HYBRID)
     assert "window_handoff" not in codes([chk("match", F, onset=262, contiguous=False)])
-    assert "window_handoff" not in codes([chk("match", F)], engine=HYBRID)  # from the first token: not a hand-off
+    assert "window_handoff" not in codes([chk("match", F)], environment=HYBRID)  # from the first token: not a hand-off

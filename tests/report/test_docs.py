@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from precisionbot.results.cost import PRICES, per_pr
-from tests.report.conftest import SMALL, DemoRun
 from tests.support.browser import ROOT
+from tests.support.demo_run import SMALL, DemoRun
 from tests.support.docs_excerpt import DEMO_ARGS, drift, excerpt, parse, readme_block, shape
 
 README = ROOT / "README.md"

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from precisionbot import corpus
+from precisionbot.baselines.golden_recording import GoldenTarget, record_golden
 from precisionbot.baselines.store import open_store
 from precisionbot.checks import run_suite
-from precisionbot.checks.golden import GoldenTarget, compare_golden, record_golden
+from precisionbot.checks.golden import compare_golden
 from precisionbot.checks.suite import CheckRun
 from precisionbot.config import Config, GoldenOptions, GoldenThresholds, ThresholdsConfig
 from precisionbot.engines.builtin import BuiltinEngine

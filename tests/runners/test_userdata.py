@@ -527,7 +527,7 @@ def test_the_killdemo_fails_against_the_runner_folder_as_the_user_data_leaves_it
 def test_the_pr_steps_learn_the_instance_type(tmp_path: Path, reported: str, passed: str | None) -> None:
     """The check reads PRECISIONBOT_INSTANCE_TYPE for the comment's GPU minutes and price: the user data reads it
     from the instance metadata, and pr.sh passes it (a plain type only) with the rest of the clean environment."""
-    from precisionbot.commands.check import INSTANCE_TYPE_ENV
+    from precisionbot.envvars import INSTANCE_TYPE
 
     runner_dir = tmp_path / "actions-runner"
     runner_dir.mkdir()
@@ -536,5 +536,5 @@ def test_the_pr_steps_learn_the_instance_type(tmp_path: Path, reported: str, pas
     _run(tmp_path, render_user_data(spec, JIT), instance_type=reported)
     result = _pr_sh(tmp_path / "hooks", _workspace(tmp_path), "run", "--", "env")
     assert result.returncode == 0, result.stderr
-    found = [line for line in result.stdout.splitlines() if line.startswith(INSTANCE_TYPE_ENV)]
-    assert found == ([f"{INSTANCE_TYPE_ENV}={passed}"] if passed else [])
+    found = [line for line in result.stdout.splitlines() if line.startswith(INSTANCE_TYPE)]
+    assert found == ([f"{INSTANCE_TYPE}={passed}"] if passed else [])

@@ -122,7 +122,7 @@ def test_a_forged_pass_with_a_failing_step_is_caught_and_diagnosed() -> None:
     verified = verify_run(run, ThresholdsConfig())
     assert verified.checks[0].verdict is Verdict.INCONCLUSIVE
     assert "window_step" in verified.checks[0].reasons[0]
-    codes = [d.code for d in diagnose([judged], engine={"sliding_window_size": W})]
+    codes = [d.code for d in diagnose([judged], environment={"sliding_window_size": W})]
     assert "window_handoff" in codes
 
 
@@ -147,7 +147,7 @@ def test_the_builtin_short_decode_window_fails_match_at_a_small_window(faults: t
     (match,) = run.result.checks
     assert match.stats["window_step"]["window"] == 64 and match.stats["window_step"]["samples"] == 4
     assert match.stats["mean_k3"] < CONFIG.thresholds_for(None, None, "default").kl_div  # the level passes
-    codes = [d.code for d in diagnose(run.result.checks, engine=run.result.environment)]
+    codes = [d.code for d in diagnose(run.result.checks, environment=run.result.environment)]
     if not faults:
         assert match.verdict is Verdict.PASS, match.reasons
         assert "window_handoff" not in codes

@@ -16,9 +16,6 @@ from typing import Protocol
 
 from precisionbot.errors import StoreError
 
-DEFAULT_STORE_URI = ".precisionbot/baselines"
-"""Where baselines live when no ``--store`` / ``baselines.store`` is given (relative to the working dir)."""
-
 _KEY_PART = re.compile(r"^[A-Za-z0-9._=+-]+$")
 
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.gh.test_plan_http import HEAD, replies, run
+from tests.commands.test_github_plan import HEAD, replies, run
 from tests.support.fake_github import FakeGitHub
 
 SAFE = "precision-safe-to-test"

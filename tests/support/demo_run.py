@@ -1,4 +1,5 @@
-"""One run of ``precisionbot demo`` (small sizes) shared by the demo test and the browser test of its report."""
+"""One run of ``precisionbot demo`` (small sizes), shared by the demo command's test, the README excerpt test,
+the comment-shape test and the browser test of its report."""
 
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ class DemoRun:
     out: Path
 
 
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+def demo_once(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """The demo run at :data:`SMALL` sizes (``tests/conftest.py`` makes it the session fixture ``demo_run``)."""
     out = tmp_path_factory.mktemp("demo") / "demo"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.engines.fake_sglang import BOS, VOCAB, toy_logprobs
+from tests.support.fake_sglang import BOS, VOCAB, toy_logprobs
 
 
 def _top(row: list[float], k: int) -> list[int]:

@@ -207,7 +207,7 @@ def test_comment_without_github_says_it_was_not_posted_and_keeps_the_verdict(
 def test_results_judged_with_another_config_are_flagged(fake_github: FakeGitHub, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from precisionbot.gh.provenance import config_digest
+    from precisionbot.config import config_digest
     from precisionbot.results.directory import read_result
 
     base = tmp_path / "precision.yml"

@@ -250,7 +250,7 @@ def fake_sglang(behaviour: Behaviour | None = None) -> Iterator[tuple[str, Behav
 
 
 def main() -> None:
-    """``python -m tests.engines.fake_sglang --port N [--die]``: the fake as a process (launcher tests)."""
+    """``python -m tests.support.fake_sglang --port N [--die]``: the fake as a process (launcher tests)."""
     import argparse
     import sys
 

@@ -9,7 +9,7 @@ import pytest
 
 from precisionbot.errors import ConfigError
 from tests.report import markdown
-from tests.report.conftest import SMALL, DemoRun, run_demo
+from tests.support.demo_run import SMALL, DemoRun, run_demo
 
 
 @pytest.mark.slow

@@ -17,9 +17,9 @@ from precisionbot.config import Config, GitHubConfig
 from precisionbot.gh.pinning import check_pinned_sha
 from precisionbot.results import Verdict
 from precisionbot.results.directory import read_result, write_result
+from tests.commands.test_github_comment import env_for, result_dir
+from tests.commands.test_github_plan import run as plan
 from tests.gh.conftest import rest
-from tests.gh.test_comment_cli import env_for, result_dir
-from tests.gh.test_plan_http import run as plan
 from tests.support.fake_github import FakeGitHub
 
 OLD, NEW = "1" * 40, "2" * 40

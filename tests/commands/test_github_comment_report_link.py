@@ -10,8 +10,8 @@ import pytest
 from precisionbot.commands.github import ActionEnv, comment_action
 from precisionbot.config import Config
 from precisionbot.results import Verdict
+from tests.commands.test_github_comment import env_for, result_dir
 from tests.gh.conftest import rest
-from tests.gh.test_comment_cli import env_for, result_dir
 from tests.support.fake_github import FakeGitHub
 
 
