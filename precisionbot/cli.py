@@ -25,7 +25,9 @@ from precisionbot.commands import (
     check,
     config,
     demo,
+    doctor,
     github,
+    init,
     localize,
     report,
     runner,
@@ -37,7 +39,9 @@ from precisionbot.gh.workflow import log_text
 
 EXIT_SETUP_ERROR = 3
 
-COMMANDS = (serve, check, localize, baseline, report, demo, github, runner, calibrate, thresholds, bisect, config)
+COMMANDS = (
+    serve, check, localize, baseline, report, demo, init, doctor, github, runner, calibrate, thresholds, bisect, config
+)  # fmt: skip
 """The subcommand modules, in ``--help`` order. Imported here, not looked up by name, so the composition
 root's arrows are in the import graph that tests/test_architecture.py checks."""
 

@@ -97,6 +97,27 @@ def ratio(current: float | None, reference: float | None) -> str:
     return f"×{sig(r, 2)} {'↑' if r > 1 else '↓'}"
 
 
+def times(value: float, digits: int = 3) -> str:
+    """A factor: ``1.41×``, ``10,800×``, ``0.5×`` — the one spelling of "N times" in every output (a cell and a
+    reason on the same row once read ``10775×`` and ``1.08e+04x``).
+
+    >>> times(1.4132), times(10775.0), times(1.0)
+    ('1.41×', '10,800×', '1×')
+    """
+    return f"{sig(value, digits)}×"
+
+
+def times_range(low: float, high: float, digits: int = 3) -> str:
+    """An interval of factors, ``1.27–1.35×``; one figure when both ends print alike (identical reruns give a
+    degenerate interval, which ``1.27–1.27×`` only dresses up).
+
+    >>> times_range(1.27, 1.35), times_range(1.2701, 1.2702)
+    ('1.27–1.35×', '1.27×')
+    """
+    lo, hi = sig(low, digits), sig(high, digits)
+    return f"{lo}×" if lo == hi else f"{lo}–{hi}×"
+
+
 def short_sha(sha: str | None) -> str:
     """The first 7 characters of a commit id (``–`` when unknown)."""
     if not sha:

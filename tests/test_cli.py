@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ def test_every_contract_command_is_registered() -> None:
     documented = {
         "serve", "check", "localize", "baseline", "report", "demo", "github", "runner", "calibrate", "thresholds",
         "bisect",
-        "config",
+        "config", "init", "doctor",
     }  # fmt: skip
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert set(sub.choices) == documented  # type: ignore[arg-type]
@@ -112,3 +113,55 @@ def test_help_is_plain_text_without_rst_markup() -> None:
     assert len(parsers) > 9  # the nine commands and their subcommands
     for parser in parsers:
         assert "``" not in parser.format_help(), parser.prog
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {flag: a for a in parser._actions for flag in a.option_strings}
+
+
+def test_every_engine_url_flag_is_also_base_url() -> None:
+    # SGLang's and vLLM's benchmark tools call the server's address --base-url.
+    parsers = [p for p in _parsers(build_parser()) if "--engine-url" in _options(p)]
+    assert {p.prog for p in parsers} >= {
+        "precisionbot check", "precisionbot localize", "precisionbot baseline record", "precisionbot thresholds suggest"
+    }  # fmt: skip
+    for parser in parsers:
+        options = _options(parser)
+        assert options.get("--base-url") is options["--engine-url"], parser.prog
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check"],
+        ["baseline", "record", "--store", "unused-store"],
+        ["thresholds", "suggest"],
+        ["localize"],
+    ],
+)
+def test_engine_sglang_is_one_line_not_the_usage(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--engine sglang` is the natural guess for a running server: say how to name one, in one line.
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--engine", "sglang"]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "precisionbot: error: --engine takes builtin or launch (got 'sglang'); for a running SGLang server pass "
+        "--engine-url URL --engine-kind sglang"
+    ]
+
+
+def test_check_takes_output_as_report_does() -> None:
+    parsers = {p.prog: p for p in _parsers(build_parser())}
+    check, report = _options(parsers["precisionbot check"]), _options(parsers["precisionbot report"])
+    assert "--output" in report and check["--output"] is check["--out"]
+
+
+@pytest.mark.parametrize("command", ["precisionbot check", "precisionbot baseline record"])
+def test_size_flags_say_their_defaults(command: str) -> None:
+    parser = next(p for p in _parsers(build_parser()) if p.prog == command)
+    options = _options(parser)
+    samples, tokens = str(options["--samples"].help), str(options["--max-new-tokens"].help)
+    assert "default: the suite's; 32 for consistency" in samples and "9 for sglang-unified" in samples
+    assert "default: the suite's; 512 in every built-in suite" in tokens

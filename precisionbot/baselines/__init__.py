@@ -15,6 +15,7 @@ from precisionbot.baselines.catalog import (
     nearest_other_signature,
     newest_run,
     select_baseline,
+    select_golden,
     write_run,
 )
 from precisionbot.baselines.record import LABELS, RunMeta, new_run_id, now_utc
@@ -41,5 +42,6 @@ __all__ = [
     "now_utc",
     "open_store",
     "select_baseline",
+    "select_golden",
     "write_run",
 ]

@@ -58,10 +58,12 @@ class GoldenTarget:
         return gather_fingerprint(self.engine.server_info().raw, self.engine_args)
 
     def signature(self) -> Signature:
+        chosen = self.chosen()
         return golden_signature(
             self.engine.server_info(),
             model=self.model,
-            corpus=corpus_hash(self.chosen()),
+            corpus=corpus_hash(chosen),
+            documents=[f"{d.name} ({d.kind})" for d in chosen],
             options=self.options,
             docs_per_kind=self.docs_per_kind,
             engine_args=self.engine_args,

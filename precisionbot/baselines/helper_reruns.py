@@ -19,14 +19,21 @@ import numpy as np
 import numpy.typing as npt
 
 from precisionbot.baselines.catalog import list_runs, load_arrays
-from precisionbot.baselines.record import RunMeta
-from precisionbot.baselines.store import Store
+from precisionbot.baselines.record import META_NAME, RunMeta
+from precisionbot.baselines.skips import warn_skipped
+from precisionbot.baselines.store import CorruptObject, Store
 from precisionbot.config import SuiteConfig
-from precisionbot.errors import StoreError
 from precisionbot.metrics import threshold_key
 from precisionbot.results import CONSISTENCY_CHECKS, CheckResult, RunResult, Verdict
 
 ARRAYS = "helpers"
+
+SIZES_DIFFER = "main's reruns were recorded at other sizes"
+"""How the reason starts when the newest helper baseline's suite parameters are not this run's (the comment and
+``check``'s stderr show that reason: the comparison the user set up did not happen)."""
+
+HELPERS_CORRUPT = "main's helper reruns of these sizes are corrupt"
+"""How the reason starts when every helper baseline of the run's sizes was skipped as corrupt (shown as well)."""
 RUN_STATS = ("mean_k3", "p99", "max", "frac_over")
 """Per-rerun statistics kept for each helper (what ``kl_div``, ``max_token_k3`` and ``max_frac_over`` gate)."""
 
@@ -100,7 +107,7 @@ class HelperRuns:
                 },
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"helper baseline {where} is incomplete ({exc!r}); re-record it") from exc
+            raise CorruptObject(f"helper baseline {where} is incomplete ({exc!r})") from exc
 
     @classmethod
     def from_results(cls, results: Sequence[RunResult], params: Mapping[str, Any], token_k3: float) -> HelperRuns:
@@ -153,16 +160,30 @@ def select_helper_baseline(
     runs = [r for r in list_runs(store, model, signature) if r.label != "failed"]
     with_helpers = [r for r in runs if isinstance(r.extra.get("helpers"), Mapping)]
     wanted = dict(params)
+    corrupt: list[str] = []
     for run in with_helpers:
         if run.extra["helpers"].get("params") == wanted:
-            helpers = load_helpers(store, run)
+            try:
+                helpers = load_helpers(store, run)
+            except CorruptObject as exc:  # the next good run serves (see baselines/catalog.py)
+                warn_skipped(store, run.prefix + META_NAME, str(exc))
+                corrupt.append(run.prefix + META_NAME)
+                continue
             if helpers is not None:
                 return run, helpers
+    if corrupt:
+        return None, f"{HELPERS_CORRUPT}: {', '.join(corrupt)} (skipped; see the warning on stderr)"
     if with_helpers:
         other = with_helpers[0].extra["helpers"].get("params")
+        theirs = other if isinstance(other, Mapping) else {}
+        diff = ", ".join(
+            f"{k} {theirs.get(k)} vs {wanted.get(k)}"
+            for k in sorted(set(theirs) | set(wanted))
+            if theirs.get(k) != wanted.get(k)
+        )
         return None, (
-            f"the newest helper baseline ({with_helpers[0].run_id}) was recorded with suite parameters {other}, "
-            f"this run uses {wanted}"
+            f"{SIZES_DIFFER} ({diff}, main's vs this run's): the newest helper baseline ({with_helpers[0].run_id}) "
+            f"was recorded with suite parameters {other}, this run uses {wanted}"
         )
     if runs:
         return None, f"the baseline {runs[0].run_id} has no helper reruns (record with --reruns R)"

@@ -20,8 +20,9 @@ import numpy as np
 from precisionbot.baselines.accept import accepted
 from precisionbot.baselines.catalog import list_runs, load_golden
 from precisionbot.baselines.helper_reruns import HelperRuns, load_helpers
-from precisionbot.baselines.record import RunMeta
-from precisionbot.baselines.store import Store
+from precisionbot.baselines.record import META_NAME, RunMeta
+from precisionbot.baselines.skips import warn_skipped
+from precisionbot.baselines.store import CorruptObject, Store
 from precisionbot.fmt import plain
 from precisionbot.results import CONSISTENCY_CHECKS
 from precisionbot.results.golden_record import GoldenRecord
@@ -64,8 +65,22 @@ def _finite(value: Any) -> Any:
 
 
 def _golden(store: Store, meta: RunMeta) -> GoldenRecord | None:
+    """The run's golden record; None without one or when it is corrupt (skipped with its warning)."""
+    if not isinstance(meta.extra.get("golden"), dict):
+        return None
+    try:
+        return load_golden(store, meta)
+    except CorruptObject as exc:
+        warn_skipped(store, meta.prefix + META_NAME, str(exc))
+        return None
 
-    return load_golden(store, meta) if isinstance(meta.extra.get("golden"), dict) else None
+
+def _helpers(store: Store, meta: RunMeta) -> HelperRuns | None:
+    try:
+        return load_helpers(store, meta)
+    except CorruptObject as exc:
+        warn_skipped(store, meta.prefix + META_NAME, str(exc))
+        return None
 
 
 def _versus(a: GoldenRecord | None, b: GoldenRecord | None) -> dict[str, float] | None:
@@ -115,7 +130,7 @@ def _group(store: Store, members: Sequence[RunMeta]) -> list[HistoryRow]:
         if first is None:
             first = record
         previous = record if record is not None else previous
-        helpers = load_helpers(store, meta)
+        helpers = _helpers(store, meta)
         medians = _helper_medians(helpers) if helpers is not None else {}
         if medians and first_helpers is None:
             first_helpers = medians

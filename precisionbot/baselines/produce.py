@@ -261,8 +261,11 @@ def golden_signature(
     docs_per_kind: int,
     engine_args: str | Sequence[str] | None = None,
     revision: str | None = None,
+    documents: Sequence[str] | None = None,
 ) -> Signature:
-    """Everything that must match between a baseline and a candidate (not the engine commit)."""
+    """Everything that must match between a baseline and a candidate (not the engine commit). ``documents``:
+    the corpus' document names, kept readable next to its hash (``signature.DETAILS_KEY``) with the check
+    parameters, so that a mismatch says what differs in words."""
     raw = info.raw
     keys: tuple[str, ...] = SERVER_ARG_KEYS
     if "faults" in raw:  # the builtin engine derives this flag from its faults, which are the change under test
@@ -284,5 +287,6 @@ def golden_signature(
         engine_args=args,
         corpus=corpus,
         check_params=hash_params(params),
+        details={"check_params": params, **({"corpus": list(documents)} if documents is not None else {})},
         **host_parts(raw),
     )

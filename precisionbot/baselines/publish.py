@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from precisionbot.baselines.accept import accepted
+from precisionbot.baselines.preflight import PROBE_DIR
 from precisionbot.baselines.record import META_NAME, RunMeta, decode_meta, run_id_time, sha256_hex
 from precisionbot.baselines.store import Store
 from precisionbot.errors import StoreError
@@ -59,7 +60,8 @@ class Plan:
 
 def check_staged(staging: Store, now: datetime) -> list[Checked]:
     """Every run in ``staging``, verified; a ``StoreError`` naming the first problem otherwise."""
-    keys = staging.list_keys("")
+    # `baseline record`'s write probes (baselines/preflight.py) are no run's: neither checked nor copied.
+    keys = [k for k in staging.list_keys("") if not k.startswith(PROBE_DIR + "/")]
     metas = [k for k in keys if k.endswith("/" + META_NAME) and k.count("/") == 4]
     if not metas:
         raise StoreError(f"no recorded run in {staging.uri}: nothing to publish (did `baseline record` run?)")

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from precisionbot.baselines.store.base import CorruptObject
 from precisionbot.errors import StoreError
 
 META_NAME = "meta.json"
@@ -166,7 +167,7 @@ def decode_arrays(data: bytes, key: str) -> dict[str, npt.NDArray[Any]]:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             return {name: npz[name] for name in npz.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        raise StoreError(f"baseline object {key} is corrupt or truncated ({exc}); re-record the baseline") from exc
+        raise CorruptObject(f"baseline object {key} is corrupt or truncated ({exc})") from exc
 
 
 def sha256_hex(data: bytes) -> str:
@@ -194,4 +195,4 @@ def decode_meta(data: bytes, key: str) -> RunMeta:
     try:
         return RunMeta.from_dict(json.loads(data.decode()))
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StoreError(f"baseline meta {key} is corrupt or truncated ({exc}); re-record the baseline") from exc
+        raise CorruptObject(f"baseline meta {key} is corrupt or truncated ({exc})") from exc

@@ -31,6 +31,19 @@ SIGNATURE_KEYS = (
 )
 """The parts, in display order. Missing parts are ``None`` (hashed as such)."""
 
+DETAILS_KEY = "details"
+"""``signature_parts``' key for the readable inputs of the hashed parts: ``{"corpus": [document names],
+"check_params": {...}}``. Not hashed; runs recorded before it have none (their mismatch shows the digests)."""
+
+PARAM_WORDS = {
+    "top_k": "golden top-k",
+    "context_depths": "golden depths",
+    "decode_steps": "golden decode steps",
+    "docs_per_kind": "golden documents per kind",
+    "format": "golden plan format",
+}
+"""What golden's ``check_params`` are called in a mismatch."""
+
 # Flags whose value changes between otherwise identical launches and says nothing about the numbers
 # (matched by whole words so that ``--logits-processor-chunk-size`` stays in).
 _VOLATILE_WORDS = frozenset({"port", "host", "addr", "address", "url", "timeout"})
@@ -57,10 +70,16 @@ class Signature:
 
     @classmethod
     def build(cls, **parts: Any) -> Signature:
+        """``details=``: what a hashed part (``corpus``, ``check_params``) was made of, readable, kept next to
+        the digests under :data:`DETAILS_KEY` (not hashed) so that a mismatch can say what differs in words."""
+        details = parts.pop(DETAILS_KEY, None)
         unknown = set(parts) - set(SIGNATURE_KEYS)
         if unknown:
             raise ValueError(f"unknown signature parts: {sorted(unknown)}")
-        return cls({k: _json_native(parts.get(k)) for k in SIGNATURE_KEYS})
+        out = {k: _json_native(parts.get(k)) for k in SIGNATURE_KEYS}
+        if details:
+            out[DETAILS_KEY] = _json_native(dict(details))
+        return cls(out)
 
 
 def normalize_engine_args(args: str | Iterable[str] | None) -> list[str]:
@@ -97,13 +116,42 @@ def describe_mismatch(expected: Mapping[str, Any], found: Mapping[str, Any]) -> 
         now, was = _json_native(expected.get(key)), _json_native(found.get(key))
         if now == was:
             continue
-        if isinstance(now, dict) and isinstance(was, dict):
+        words = _in_words(key, expected.get(DETAILS_KEY), found.get(DETAILS_KEY))
+        if words:
+            out.extend(words)
+        elif isinstance(now, dict) and isinstance(was, dict):
             for sub in sorted(set(now) | set(was)):
                 if now.get(sub) != was.get(sub):
                     out.append(f"{key}.{sub}: baseline {_show(was.get(sub))}, now {_show(now.get(sub))}")
         else:
             out.append(f"{key}: baseline {_show(was)}, now {_show(now)}")
     return out
+
+
+def _in_words(key: str, now_details: Any, was_details: Any) -> list[str]:
+    """A hashed part's difference from both sides' details (``golden depths differ: [512] vs [512, 2048]``);
+    empty when either side has none (a run recorded before details were kept: the digests are shown)."""
+    if not isinstance(now_details, Mapping) or not isinstance(was_details, Mapping):
+        return []
+    now, was = _json_native(now_details.get(key)), _json_native(was_details.get(key))
+    if now is None or was is None:
+        return []
+    if isinstance(now, dict) and isinstance(was, dict):
+        return [
+            f"{PARAM_WORDS.get(sub, f'{key}.{sub}')} differ: {_detail(was.get(sub))} (baseline) vs "
+            f"{_detail(now.get(sub))} (now)"
+            for sub in sorted(set(now) | set(was))
+            if now.get(sub) != was.get(sub)
+        ] or [f"{key}: same settings, another digest (a format change)"]
+    if now == was:
+        return [f"{key}: same documents {_detail(now)}, other text or tokens (an edited corpus)"]
+    return [f"{key} documents differ: {_detail(was)} (baseline) vs {_detail(now)} (now)"]
+
+
+def _detail(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return _show(value)
 
 
 def _show(value: Any) -> str:

@@ -18,18 +18,17 @@ from precisionbot.baselines import (
     RunMeta,
     Signature,
     Store,
-    band_runs,
     describe_mismatch,
-    load_golden,
     nearest_other_signature,
     newest_run,
-    select_baseline,
+    select_golden,
 )
 from precisionbot.baselines.fingerprint import fingerprint_diff
 from precisionbot.baselines.golden_recording import GoldenTarget, golden_target
 from precisionbot.baselines.produce import plan_from_record, produce
 from precisionbot.checks.context import CheckContext
 from precisionbot.config import GoldenThresholds
+from precisionbot.errors import StoreError
 from precisionbot.metrics.flips import NoiseBand, noise_band
 from precisionbot.results import CheckOutput, CheckResult, PositionRecord, Verdict
 from precisionbot.results.golden_record import GoldenRecord
@@ -96,12 +95,11 @@ def compare_golden(
     """Run the candidate on the baseline's exact prompts and judge it against the baseline and its band.
     ``record_hint``: the ``baseline record`` flags that reach this engine, config and suite again."""
     signature = target.signature()
-    baseline = select_baseline(store, target.model, signature.digest)
-    if baseline is None:
+    found = select_golden(store, target.model, signature.digest)  # a corrupt run skipped, with its warning
+    if found is None:
         return _no_baseline(target, store, signature, record_hint)
-    producers = band_runs(store, baseline)
-    records = [load_golden(store, m) for m in producers]
-    ref = records[0]
+    producers, records = found
+    baseline, ref = producers[0], records[0]
     if len(ref) == 0:
         # A comparison over nothing must never read as a pass (nor crash on empty arrays downstream).
         return CheckOutput(
@@ -203,4 +201,8 @@ def check_golden(ctx: CheckContext) -> CheckOutput:
                 reasons=("no baseline store was given: pass --store URI or set baselines.store in the config",),
             )
         )
-    return compare_golden(target_from_context(ctx), ctx.store, ctx.thresholds.golden, ctx.record_hint)
+    try:
+        return compare_golden(target_from_context(ctx), ctx.store, ctx.thresholds.golden, ctx.record_hint)
+    except StoreError as exc:
+        # The store failed after the command's preflight: this check cannot judge, the others' results stand.
+        return CheckOutput(CheckResult.inconclusive(NAME, f"the baseline store failed: {exc}"))

@@ -12,14 +12,24 @@ from __future__ import annotations
 
 import dataclasses
 
-from precisionbot.baselines.helper_reruns import HelperRuns, helper_params, sample_vector, select_helper_baseline
+from precisionbot.baselines.helper_reruns import (
+    HELPERS_CORRUPT,
+    SIZES_DIFFER,
+    HelperRuns,
+    helper_params,
+    sample_vector,
+    select_helper_baseline,
+)
 from precisionbot.baselines.record import RunMeta
 from precisionbot.checks.context import CheckContext
 from precisionbot.checks.golden import target_from_context
-from precisionbot.errors import DataError, EngineError
-from precisionbot.fmt import plain
+from precisionbot.errors import DataError, EngineError, StoreError
+from precisionbot.fmt import plain, times, times_range
 from precisionbot.metrics.rerun_stats import MIN_RERUNS, MainComparison, compare_to_main, describe
-from precisionbot.results import CONSISTENCY_CHECKS, CheckOutput, CheckResult, Verdict
+from precisionbot.results import CONSISTENCY_CHECKS, CheckOutput, CheckResult, RunResult, Verdict
+
+BRIEF = "brief"
+"""``vs_main``'s key for the few words shown when a set-up comparison was skipped (:func:`skipped_notes`)."""
 
 REGRESSION = "regression"
 """The first word of the reason a helper fails with when it is worse than main beyond noise."""
@@ -73,17 +83,22 @@ def judge_vs_main(
 
 def _regression(c: MainComparison) -> str:
     return (
-        f"{REGRESSION}: per-sample mean k3 is {plain(c.ratio)}x main's (95 % CI {plain(c.ci_low)}-"
-        f"{plain(c.ci_high)}x) over {c.samples} samples and {c.reruns} reruns of main; {_p(c)}, below the "
-        f"significance {plain(c.alpha)}: worse than main beyond its rerun noise"
+        f"{REGRESSION}: per-sample mean k3 is {times(c.ratio)} main's, above the {times(c.min_ratio)} floor "
+        f"(95 % CI {times_range(c.ci_low, c.ci_high)}; over {c.samples} samples and {c.reruns} reruns of main); "
+        f"{_p(c)}, below the significance {plain(c.alpha)}: worse than main beyond its rerun noise"
     )
 
 
 def _within(c: MainComparison) -> str:
-    return (
-        f"within main's noise: {plain(c.ratio)}x main (95 % CI {plain(c.ci_low)}-{plain(c.ci_high)}x), "
-        f"{_p(c)} over {c.reruns} reruns of main"
-    )
+    ci = f"95 % CI {times_range(c.ci_low, c.ci_high)}"
+    if c.p_value < c.alpha:
+        # Beyond main's noise, but the rule also needs the ratio floor (``baselines.vs_main_min_ratio``).
+        return (
+            f"under main's {times(c.min_ratio)} floor: per-sample mean k3 is {times(c.ratio)} main's ({ci}), "
+            f"{_p(c)} over {c.reruns} reruns of main: beyond main's noise, but a regression needs "
+            f"{times(c.min_ratio)} or more"
+        )
+    return f"within main's noise: {times(c.ratio)} main ({ci}), {_p(c)} over {c.reruns} reruns of main"
 
 
 def _p(c: MainComparison) -> str:
@@ -105,8 +120,12 @@ def apply_vs_main(ctx: CheckContext, outputs: list[CheckOutput]) -> list[CheckOu
         )
     except (EngineError, DataError) as exc:
         found, why = None, f"could not find the run's signature: {exc}"
+    except StoreError as exc:  # after the command's preflight: the helpers' own verdicts stand
+        found, why = None, f"the baseline store failed: {exc}"
     if found is None:
-        return _note_skipped(outputs, helpers, str(why))
+        text = str(why)
+        shown = text.startswith((SIZES_DIFFER, HELPERS_CORRUPT, "the baseline store failed"))
+        return _note_skipped(outputs, helpers, text, text.split(":")[0] if shown else None)
     assert isinstance(why, HelperRuns)
     limits = ctx.config.baselines
     return [
@@ -120,12 +139,29 @@ def apply_vs_main(ctx: CheckContext, outputs: list[CheckOutput]) -> list[CheckOu
     ]
 
 
-def _note_skipped(outputs: list[CheckOutput], helpers: set[int], why: str) -> list[CheckOutput]:
-    """Each helper's result with ``extra["vs_main"]["skipped"]`` saying why the rule did not apply."""
-    note = {"vs_main": {"skipped": why}}
+def _note_skipped(
+    outputs: list[CheckOutput], helpers: set[int], why: str, brief: str | None = None
+) -> list[CheckOutput]:
+    """Each helper's result with ``extra["vs_main"]["skipped"]`` saying why the rule did not apply, and
+    ``brief`` (a few words the comment and ``check``'s stderr show) when the comparison was set up and still
+    did not happen: main's reruns at other sizes, a store that failed. No helper baseline at all stays quiet."""
+    note: dict[str, dict[str, str]] = {"vs_main": {"skipped": why}}
+    if brief:
+        note["vs_main"][BRIEF] = brief
     return [
         dataclasses.replace(o, result=dataclasses.replace(o.result, extra={**o.result.extra, **note}))
         if id(o) in helpers
         else o
         for o in outputs
     ]
+
+
+def skipped_notes(result: RunResult) -> list[str]:
+    """The distinct reasons a set-up comparison with main's noise was skipped in ``result`` (those with a
+    ``brief``), for ``check``'s one stderr line: they are otherwise only in result.json."""
+    out: list[str] = []
+    for c in result.checks:
+        info = c.extra.get("vs_main")
+        if isinstance(info, dict) and info.get(BRIEF) and str(info.get("skipped")) not in out:
+            out.append(str(info.get("skipped")))
+    return out

@@ -30,6 +30,37 @@ def register(subparsers: Any) -> None:
     _register_record(sub)
     _register_publish(sub)
     _register_reading(sub)
+    _register_quarantine(sub)
+
+
+def _register_quarantine(sub: Any) -> None:
+    q = sub.add_parser(
+        "quarantine",
+        help="take a corrupt or wrong run out of selection for good (an append-only marker: no delete needed)",
+        description="Writes quarantine/<run id>.json (reason, who, when) into the store, create-only as every "
+        "write, since the recommended IAM policy forbids deletes. Listing and selection then skip the run "
+        "silently; `baseline list` shows it as quarantined.",
+    )
+    q.add_argument("run", metavar="RUN", help="run id (or a unique prefix of it, or its key), as a warning names it")
+    q.add_argument("--reason", required=True, metavar="TEXT", help="why (kept in the marker)")
+    q.add_argument("--by", metavar="LOGIN", help="who quarantines it (default: $GITHUB_ACTOR or the user)")
+    add_store_option(q)
+    q.set_defaults(handler=_quarantine)
+
+
+def _quarantine(args: argparse.Namespace) -> int:
+    import getpass
+
+    from precisionbot.baselines import now_utc
+    from precisionbot.baselines.catalog import find_run_key
+    from precisionbot.baselines.quarantine import write_marker
+
+    store = _existing_store(_store_uri(args))
+    key = find_run_key(store, args.run)
+    by = args.by or os.environ.get("GITHUB_ACTOR") or getpass.getuser()
+    marker = write_marker(store, key, reason=args.reason, by=by, when=now_utc())
+    print(f"quarantined {marker.run_id} ({key}) in {store.uri}: listing and selection skip it from now on")
+    return 0
 
 
 def _register_record(sub: Any) -> None:
@@ -159,6 +190,7 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot.baselines.golden_recording import golden_target, record_golden
     from precisionbot.checks.progress import TerminalProgress
     from precisionbot.commands.engine_option import engine_choice, open_engine, select_model, unusable
+    from precisionbot.commands.store_option import preflight_record_store
     from precisionbot.commands.suite_option import refuse_misfits, suite_flags
     from precisionbot.config import load_config_or_default
     from precisionbot.errors import ConfigError, EngineError, EngineStartError
@@ -176,6 +208,9 @@ def _record(args: argparse.Namespace) -> int:
         raise ConfigError(f"--reruns {reruns}: use 0 (golden only) or at least 3 (main's noise needs 3 reruns)")
     accept = _acceptance(args, config)
     helper_suite = rerun_suite(config, suite, flags) if reruns else None
+    # The store verified before the engine starts: a probe written (and the replaced baseline's store read).
+    reference = None if accept is None else (open_store(accept.reference_uri) if accept.reference_uri else store)
+    preflight_record_store(store, reference, model)
     progress = TerminalProgress(sys.stderr)
     progress.enabled = not args.quiet
     with tempfile.TemporaryDirectory(prefix="precisionbot-engine-") as logs:
@@ -412,13 +447,19 @@ def _existing_store(uri: str) -> Any:
 
 def _list(args: argparse.Namespace) -> int:
     from precisionbot.baselines import list_runs
+    from precisionbot.baselines.quarantine import read_markers
 
     store = _existing_store(_store_uri(args))
-    runs = list_runs(store, args.model)
+    runs = list_runs(store, args.model)  # corrupt runs: skipped, one warning each on stderr
+    markers = read_markers(store)
     if args.json:
         for run in runs:
             print(json.dumps(run.to_dict(), sort_keys=True))
+        for m in markers:  # a line of its own shape: {"quarantined": {...}}
+            print(json.dumps({"quarantined": m.__dict__}, sort_keys=True))
         return 0
+    for m in markers:
+        print(f"quarantined {m.run_id} ({m.key}) by {m.by} at {m.at}: {m.reason}")
     if not runs:
         print(f"no runs in {store.uri}")
         return 0

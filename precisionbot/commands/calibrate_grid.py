@@ -157,7 +157,8 @@ def walk_floor(grid: Sequence[Cell], caught: Callable[[Cell], bool]) -> Cell | N
 
 
 def floor_warnings(suite: SuiteConfig, floors: Mapping[str, tuple[str, int]] = DETECTION_FLOORS) -> list[str]:
-    """For ``check``: each fault a suite's checks exist to catch but its size is below the measured floor of."""
+    """For ``check`` on the builtin engine: each of its faults a suite's checks exist to catch but its size is
+    below the measured floor of (the floors are that engine's faults': another engine is not warned)."""
     out = []
     for fault, (check, new_tokens) in floors.items():
         if check in suite.checks and suite.max_new_tokens < new_tokens:

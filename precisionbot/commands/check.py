@@ -3,8 +3,10 @@
 Exit code = the run's verdict (0 pass, 1 fail, 2 inconclusive); 3 for our own setup errors (bad config or
 arguments), raised as ``PrecisionbotError`` and printed by ``cli.main``. An engine that cannot be started or
 reached before any check ran (an invalid URL, connection refused, a launch that fails) is a setup error too:
-the engine we were told to use is not there (exit 3, one line with the fix; result.json still says why, as
-INCONCLUSIVE, for the report step). An engine that fails *during* a check makes that check INCONCLUSIVE.
+the engine we were told to use is not there (exit 3, one line with the fix; result.json, written for the report
+step, says the same: its checks are INCONCLUSIVE with the reason ``setup error (exit 3): <that line>`` and its
+``setup_error`` records the exit code). An engine that fails *during* a check, or answers a check with something
+malformed, makes that check INCONCLUSIVE (exit 2) on every engine kind.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ from precisionbot.commands.engine_option import (
     select_model,
     unusable,
 )
-from precisionbot.commands.store_option import add_store_option, require_existing_store
+from precisionbot.commands.store_option import (
+    add_store_option,
+    golden_not_in_suite,
+    preflight_check_store,
+    require_existing_store,
+    store_readers,
+)
 from precisionbot.commands.suite_option import SuiteFlags, add_size_flags, refuse_misfits, suite_flags
 from precisionbot.config import DIGEST_KEY, Config, ModelConfig, SuiteConfig, config_digest, load_config_or_default
 from precisionbot.errors import EngineError
@@ -36,6 +44,8 @@ from precisionbot.results import CHECK_NAMES, CheckResult, EngineInfo, RunResult
 
 DEFAULT_OUT = "precisionbot-out"
 DEFAULT_SUITE = "consistency"
+SETUP_ERROR_PREFIX = "setup error (exit 3): "
+"""How result.json's check reasons begin when ``check`` exited 3 before any check ran (the engine not usable)."""
 
 
 def vs_main_skipped(config: Config, suite: SuiteConfig) -> str | None:
@@ -76,7 +86,14 @@ def register(subparsers: Any) -> None:
         metavar="REF",
         help="baselines.mode merge-base: what the PR merges into (default: baselines.base_ref, origin/main)",
     )
-    p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"result directory (default {DEFAULT_OUT})")
+    p.add_argument(
+        "--out",
+        "--output",  # as `report` spells it
+        dest="out",
+        metavar="DIR",
+        default=DEFAULT_OUT,
+        help=f"result directory (default {DEFAULT_OUT})",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
 
@@ -128,12 +145,17 @@ def run(args: argparse.Namespace) -> int:
     from precisionbot.results.directory import write_result
 
     req = resolve(args)
-    if not req.quiet:
+    if not req.quiet and req.engine.mode == "builtin":  # the floors are the builtin engine's faults'
         for warning in floor_warnings(req.suite):
             print(f"precisionbot: warning: {warning}", file=sys.stderr)
     store = open_store(req.store_uri)
     if "golden" in req.suite.checks and req.config.baselines.mode != "merge-base":  # merge-base records its own
         require_existing_store(store, "--baseline-store")
+    readers = store_readers(req.config, req.suite)
+    unused = golden_not_in_suite(req.suite, readers) if args.baseline_store else None
+    if unused:
+        print(f"precisionbot: warning: {unused}", file=sys.stderr)
+    _preflight(req, store, readers)
     ab: Any = None
     if req.config.baselines.mode == "merge-base":
         from precisionbot.commands.merge_base import live_baseline
@@ -153,6 +175,26 @@ def run(args: argparse.Namespace) -> int:
     write_result(req.out, result, records)
     _print_outcome(result, req.out)
     return result.verdict.exit_code
+
+
+def _preflight(req: CheckRequest, store: Any, readers: tuple[str, ...]) -> None:
+    """The store verified before the engine starts (store_option.preflight_check_store): a store error costs
+    no engine time, and result.json still says why, for the report step."""
+    from precisionbot.errors import StoreError
+    from precisionbot.results.directory import write_result
+
+    try:
+        preflight_check_store(store, readers, req.model)
+    except StoreError as exc:
+        reason = f"the baseline store is not usable, no check ran: {exc}"
+        result = RunResult.from_checks(
+            [CheckResult.inconclusive(name, reason) for name in req.suite.checks],
+            signature="",
+            engine=EngineInfo(url=req.engine.url or "", kind=req.engine.kind),
+            environment={"suite": req.suite.name, "profile": req.profile},
+        )
+        write_result(req.out, result)
+        raise StoreError(reason) from exc
 
 
 def _run_engine(req: CheckRequest, store: Any) -> tuple[RunResult, dict[str, Any], bool]:
@@ -201,17 +243,21 @@ def _run_engine(req: CheckRequest, store: Any) -> tuple[RunResult, dict[str, Any
                 result = _localize_failure(result, engine.url, req.config, req.out)
             return result, done.records, True
     except EngineError as exc:
-        # The engine would not start or answer: a result about the engine, not an error of ours.
-        reason = f"engine unavailable: {exc}"
+        error = None if started else unusable(exc, req.engine)
+        # Before any check ran the engine we were told to use is not there: a setup error (exit 3), and
+        # result.json says so in the same words (schema 1 has no verdict for it: the checks are INCONCLUSIVE,
+        # their reason and `setup_error` name the exit code). Once it answered, its failure is a result about it.
+        reason = f"engine unavailable: {exc}" if error is None else f"{SETUP_ERROR_PREFIX}{error}"
         result = RunResult.from_checks(
             [CheckResult.inconclusive(name, reason) for name in req.suite.checks],
             signature="",
             engine=EngineInfo(url=req.engine.url or "", kind=req.engine.kind),
             environment={"suite": req.suite.name, "profile": req.profile},
+            extra={} if error is None else {"setup_error": {"exit_code": 3, "message": str(error)}},
         )
-        if not started:
+        if error is not None:
             write_result(req.out, result)  # so a report step can still say why
-            raise unusable(exc, req.engine) from exc
+            raise error from exc
         return result, {}, started
 
 
@@ -239,11 +285,24 @@ def _print_outcome(result: RunResult, out: Path) -> None:
         from precisionbot.report.rows import ab_text
 
         print(ab_text(result.extra["ab"]))
-    if result.verdict.value == "inconclusive":
+    if result.verdict.value == "inconclusive" and not _same_stream(sys.stdout, sys.stderr):
+        # For a CI log that keeps only stderr; where both streams land in one place the table said it already.
         print(f"precisionbot: inconclusive: {inconclusive_reasons(result)}", file=sys.stderr)
     stall = stall_report(result, out / "engine.log")
     if stall:
         print(stall, file=sys.stderr)
+    from precisionbot.checks.main_noise import skipped_notes
+
+    for note in skipped_notes(result):  # otherwise only in result.json
+        print(f"note: not compared with main's noise: {note}", file=sys.stderr)
+
+
+def _same_stream(a: Any, b: Any) -> bool:
+    """Whether two text streams write to the same file or terminal (``2>&1``, an interactive shell)."""
+    try:
+        return os.path.sameopenfile(a.fileno(), b.fileno())
+    except (OSError, ValueError, AttributeError):  # a stream without a descriptor (captured, in-memory)
+        return False
 
 
 def _localize_failure(result: RunResult, url: str, config: Config, out: Path) -> RunResult:
@@ -321,8 +380,10 @@ def render_table(result: RunResult, out: Path) -> str:
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    by_reason: dict[str, list[str]] = {}  # each distinct first reason once, with every check it hit
     for c in result.checks:
         if c.verdict.value != "pass" and c.reasons:
-            lines.append(f"  {c.name}: {c.reasons[0]}")
+            by_reason.setdefault(c.reasons[0], []).append(c.name)
+    lines += [f"  {', '.join(names)}: {reason}" for reason, names in by_reason.items()]
     lines.append(f"verdict: {result.verdict.value.upper()} (exit {result.verdict.exit_code}); results in {out}/")
     return "\n".join(lines)

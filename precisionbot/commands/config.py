@@ -22,7 +22,9 @@ def register(subparsers: Any) -> None:
         "validate",
         help="read FILE as every command would: exit 0 if valid, 3 with the key and the fix if not",
         description="Validates a config (unknown keys and near-miss names get 'did you mean', store URIs, "
-        "paths, thresholds, launch templates). Exit 0 valid, 3 invalid.",
+        "paths, thresholds and overrides of configured models only, launch templates with {model} and {port}, "
+        "the shapes of runner.region, runner.instance_type and runner.ami). Exit 0 valid, 3 invalid; "
+        "precisionbot doctor checks the rest of a repository's set-up.",
     )
     val.add_argument("file", nargs="?", metavar="FILE", help=f"the config (default {DEFAULT_CONFIG_PATH})")
     val.set_defaults(handler=_validate)

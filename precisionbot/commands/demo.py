@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     result = done.result.with_diagnosis(findings(ReportSection(label=label, run=done.result)))
     steps.step(f"writing the report to {out}/")
     write_result(out / "result", result, done.records)
-    section = ReportSection(label=label, run=result, records=done.records)
+    section = ReportSection(label=label, run=result, records=done.records, directory=str(out / "result"))
     comment = render_comment([section])
     try:
         (out / "comment.md").write_text(comment, encoding="utf-8")

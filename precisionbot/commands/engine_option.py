@@ -2,11 +2,11 @@
 opening it.
 
 ``check``, ``baseline record``, ``thresholds suggest`` and ``bisect`` each take an engine from the same flags
-(``--engine-url``, ``--engine builtin|launch``, ``--engine-kind``, the builtin engine's ``--fault`` and numerics)
-and the config's ``engine:``. The flags are read once, by :func:`engine_choice`, into an :class:`EngineChoice`;
-nothing below a command's handler sees argparse. :func:`open_engine` opens the chosen engine, :func:`engine_at`
-builds and launches the configured one at a commit (bisect, the merge-base A/B), and :func:`unusable` is the
-one-line setup error for an engine that never answered.
+(``--engine-url``, also ``--base-url`` as SGLang's and vLLM's benchmark tools spell it, ``--engine builtin|launch``,
+``--engine-kind``, the builtin engine's ``--fault`` and numerics) and the config's ``engine:``. The flags are read
+once, by :func:`engine_choice`, into an :class:`EngineChoice`; nothing below a command's handler sees argparse.
+:func:`open_engine` opens the chosen engine, :func:`engine_at` builds and launches the configured one at a commit
+(bisect, the merge-base A/B), and :func:`unusable` is the one-line setup error for an engine that never answered.
 """
 
 from __future__ import annotations
@@ -37,11 +37,12 @@ def add_engine_options(parser: Any, *, source: Any = None, hide_radix_flag: bool
     another source such as ``--store``), ``--engine-kind``, and the builtin engine's ``--fault``,
     ``--disable-radix-cache`` and numerics flags."""
     src = source if source is not None else parser.add_mutually_exclusive_group()
-    src.add_argument("--engine-url", metavar="URL", help="an engine that is already running")
+    add_engine_url_flag(src, help="an engine that is already running")
     src.add_argument(
         "--engine",
-        choices=("builtin", "launch"),
-        help="builtin: the builtin reference engine in-process; launch: start engine.launch from the config",
+        metavar="{builtin,launch}",  # checked by engine_mode: a wrong guess is one line, not argparse's usage
+        help="builtin: the builtin reference engine in-process; launch: start engine.launch from the config "
+        "(a server that is already running: --engine-url URL --engine-kind KIND)",
     )
     parser.add_argument("--engine-kind", choices=URL_KINDS, help="client for --engine-url")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME[=VALUE]", help="builtin engine fault")
@@ -51,6 +52,28 @@ def add_engine_options(parser: Any, *, source: Any = None, hide_radix_flag: bool
         help=argparse.SUPPRESS if hide_radix_flag else "builtin engine: no prefix cache",
     )
     add_engine_flags(parser)
+
+
+ENGINE_MODES = ("builtin", "launch")
+"""What ``--engine`` takes; a running server is ``--engine-url`` (with ``--engine-kind``)."""
+KIND_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "openai": "OpenAI-compatible", "llamacpp": "llama.cpp"}
+
+
+def add_engine_url_flag(group: Any, *, help: str) -> None:
+    """``--engine-url URL``, also spelled ``--base-url`` (what SGLang's and vLLM's benchmark tools call it)."""
+    group.add_argument("--engine-url", "--base-url", dest="engine_url", metavar="URL", help=help)
+
+
+def engine_mode(value: str | None) -> str | None:
+    """``--engine`` as given, checked: ``builtin``, ``launch`` or not given. An engine kind there (``--engine
+    sglang``, the natural guess) is a setup error that says how to name a running server."""
+    if value is None or value in ENGINE_MODES:
+        return value
+    if value in KIND_NAMES:
+        fix = f"for a running {KIND_NAMES[value]} server pass --engine-url URL --engine-kind {value}"
+    else:
+        fix = "for a server that is already running pass --engine-url URL (and --engine-kind KIND)"
+    raise ConfigError(f"--engine takes builtin or launch (got {value!r}); {fix}")
 
 
 @dataclass(frozen=True)
@@ -77,7 +100,7 @@ def engine_choice(args: argparse.Namespace, config: Config) -> EngineChoice:
     engine are a setup error, said before anything starts."""
     e = config.engine
     engine_url = getattr(args, "engine_url", None)
-    engine = getattr(args, "engine", None)
+    engine = engine_mode(getattr(args, "engine", None))
     engine_kind = getattr(args, "engine_kind", None)
     faults = tuple(getattr(args, "fault", None) or ())
     no_radix = bool(getattr(args, "disable_radix_cache", False))

@@ -18,6 +18,7 @@ from typing import Any
 
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.options import FAULT_NAMES, EngineOptions, parse_fault
+from precisionbot.commands.engine_option import add_engine_url_flag, engine_mode
 from precisionbot.config import load_config_or_default
 from precisionbot.errors import ConfigError
 
@@ -35,10 +36,10 @@ def register(subparsers: Any) -> None:
         "no difference, 1 a diverging op, 3 a refusal or setup error.",
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--engine-url", metavar="URL", help="a running engine started with the dumper settings")
+    add_engine_url_flag(src, help="a running engine started with the dumper settings")
     src.add_argument(
         "--engine",
-        choices=("builtin", "launch"),
+        metavar="{builtin,launch}",  # checked by engine_mode in run: a wrong guess is one line
         help="builtin: the builtin engine in-process; launch: engine.launch from the config, with the settings added",
     )
     p.add_argument("--baseline-url", metavar="URL", help="--path golden with --engine-url: the baseline build")
@@ -156,6 +157,7 @@ def _launched(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
 
 
 def run(args: argparse.Namespace) -> int:
+    engine_mode(args.engine)
     for flag in ("prompt_tokens", "max_new_tokens", "suffix_tokens"):
         if getattr(args, flag) < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1 (got {getattr(args, flag)})")

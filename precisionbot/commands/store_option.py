@@ -27,3 +27,53 @@ def require_existing_store(store: Any, flag: str) -> None:
             f"baseline store {store.uri} does not exist; check {flag} "
             "(or baselines.store in the config; `precisionbot baseline record` creates it)"
         )
+
+
+def store_readers(config: Any, suite: Any) -> tuple[str, ...]:
+    """What in ``check``'s suite reads the store: ``golden`` (unless ``baselines.mode: merge-base`` records its
+    own), ``vs_main`` (the helpers against main's reruns)."""
+    from precisionbot.results import CONSISTENCY_CHECKS
+
+    out = []
+    if "golden" in suite.checks and config.baselines.mode != "merge-base":
+        out.append("golden")
+    if config.baselines.vs_main and any(n in CONSISTENCY_CHECKS for n in suite.checks):
+        out.append("vs_main")
+    return tuple(out)
+
+
+def golden_not_in_suite(suite: Any, readers: tuple[str, ...]) -> str | None:
+    """The warning for ``--baseline-store`` given to a suite without golden: the store's baseline is never
+    compared, so a fault only golden catches passes (exit 0). None when golden runs."""
+    if "golden" in suite.checks:
+        return None
+    used = " (it is read only for the helpers' comparison with main's noise)" if "vs_main" in readers else ""
+    return (
+        f"a baseline store was given, but suite {suite.name!r} has no golden check{used}: golden does not run; "
+        f"add it with `--checks {','.join((*suite.checks, 'golden'))}` or `--suite pr`"
+    )
+
+
+def preflight_check_store(store: Any, readers: tuple[str, ...], model: Any) -> None:
+    """``check``'s store verified before the engine starts (``baselines/preflight.py``): listed, and the newest
+    good run of the model read (and verified, when small); ``StoreError`` otherwise."""
+    from precisionbot.baselines.preflight import preflight_read
+
+    if readers:
+        preflight_read(store, None if model is None else model.name)
+
+
+def preflight_record_store(store: Any, reference: Any, model: Any) -> None:
+    """``baseline record``'s store verified before the engine starts: a probe object written where the run
+    will be (a create-only policy allows it), and, for an acceptance, the store whose baseline it replaces
+    read."""
+    from precisionbot.baselines import now_utc
+    from precisionbot.baselines.preflight import preflight_read, preflight_write
+    from precisionbot.errors import StoreError
+
+    try:
+        preflight_write(store, now_utc(), "baseline record")
+        if reference is not None:
+            preflight_read(reference, None if model is None else model.name)
+    except StoreError as exc:
+        raise StoreError(f"the baseline store is not usable, the engine was not started: {exc}") from exc

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from precisionbot.config import SuiteConfig
+from precisionbot.config import DEFAULT_SUITES, SuiteConfig
 from precisionbot.config.fields import did_you_mean, parse_int_range
 from precisionbot.errors import ConfigError
 from precisionbot.results import CHECK_NAMES
@@ -24,15 +24,39 @@ SIZE_FLAGS = ("samples", "max_new_tokens", "prompt_tokens", "golden_depths")
 
 def add_size_flags(parser: Any, *, golden_help: str | None = None) -> None:
     """``--samples``, ``--max-new-tokens``, ``--prompt-tokens`` and ``--golden-depths`` (no default: the
-    suite's own sizes apply unless one is given)."""
-    parser.add_argument("--samples", type=int, metavar="N")
-    parser.add_argument("--max-new-tokens", type=int, metavar="N")
-    parser.add_argument("--prompt-tokens", metavar="N|LO..HI", help="prompt length in tokens, or a range")
+    suite's own sizes apply unless one is given); the help says what the built-in suites use."""
+    parser.add_argument(
+        "--samples", type=int, metavar="N", help=f"prompts (conversations) per check ({builtin_defaults('samples')})"
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        metavar="N",
+        help=f"tokens generated per prompt ({builtin_defaults('max_new_tokens')})",
+    )
+    parser.add_argument(
+        "--prompt-tokens",
+        metavar="N|LO..HI",
+        help=f"prompt length in tokens, or a range ({builtin_defaults('prompt_tokens')})",
+    )
     parser.add_argument(
         "--golden-depths",
         metavar="N,N,...",
         help=golden_help or "context depths (tokens) golden is teacher-forced at (the suite's)",
     )
+
+
+def builtin_defaults(size: str) -> str:
+    """``default: the suite's; 32 for consistency, pr, baseline, 9 for sglang-unified``: one size of the built-in
+    suites (``DEFAULT_SUITES``), grouped by value, for a flag's help."""
+    by_value: dict[str, list[str]] = {}
+    for name, suite in DEFAULT_SUITES.items():
+        value = getattr(suite, size)
+        text = f"{value[0]}..{value[1]}" if isinstance(value, tuple) else str(value)
+        by_value.setdefault(text, []).append(name)
+    if len(by_value) == 1:
+        return f"default: the suite's; {next(iter(by_value))} in every built-in suite"
+    return "default: the suite's; " + ", ".join(f"{v} for {', '.join(names)}" for v, names in by_value.items())
 
 
 @dataclass(frozen=True)

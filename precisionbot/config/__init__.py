@@ -5,11 +5,12 @@
     settings.py  the frozen dataclasses of every section, with their defaults       pure
     fields.py    ``Reader``: typed access to a mapping with errors naming key and file  pure
     suite.py     a suite's conversation shape (turns, branches, groups)               pure
+    aws_names.py the shapes of a region, an instance type, an AMI id, a bucket       pure
     digest.py    ``config_digest(path)``: the sha256 of the config file a result was judged with (reads it)
     parse.py     ``parse_config``: a parsed mapping -> ``Config`` (unknown keys are errors)  pure
     load.py      ``load_config(path)``, ``from_mapping(data)``: the one module that reads the file
 
-Imports go one way: settings <- fields/suite <- parse <- load. Everything public is re-exported here.
+Imports go one way: settings <- fields/suite <- aws_names <- parse <- load. Everything public is re-exported here.
 """
 
 from __future__ import annotations

@@ -5,9 +5,15 @@ from __future__ import annotations
 import dataclasses
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from precisionbot.config.aws_names import (
+    ami_problem,
+    instance_type_problem,
+    region_problem,
+    schemeless_bucket_problem,
+)
 from precisionbot.config.fields import Reader, did_you_mean, freeze_mapping, store_uri_problem
 from precisionbot.config.settings import (
     BASELINE_MODES,
@@ -65,11 +71,15 @@ def parse_config(data: Any, source: str) -> Config:
             f"{source}: keys 'github.pr_suite' and 'github.baseline_suite' both name suite {github.pr_suite!r}; "
             "PR runs must not record baselines: give the baseline suite its own name"
         )
+    models = _parse_models(root, runner)
+    thresholds_r = root.section("thresholds")
+    thresholds = _parse_thresholds(thresholds_r)
+    _check_override_models(thresholds_r.section("overrides"), thresholds.overrides, models)
     return Config(
         engine=_parse_engine(root.section("engine")),
-        models=_parse_models(root, runner),
+        models=models,
         suites=suites,
-        thresholds=_parse_thresholds(root.section("thresholds")),
+        thresholds=thresholds,
         baselines=_parse_baselines(root.section("baselines")),
         github=github,
         runner=runner,
@@ -105,7 +115,7 @@ def _parse_baselines(r: Reader) -> BaselinesConfig:
     if reruns in (1, 2) or reruns > 1000:
         raise r.error("helper_reruns", f"must be 0 or 3..1000 (got {reruns})", "main's noise needs at least 3 reruns")
     store = r.string("store", d.store)
-    problem = store_uri_problem(store)
+    problem = store_uri_problem(store) or schemeless_bucket_problem(store)
     if problem is not None:
         raise r.error("store", *problem)
     return BaselinesConfig(
@@ -122,10 +132,10 @@ def _parse_baselines(r: Reader) -> BaselinesConfig:
 def _parse_engine(r: Reader) -> EngineConfig:
     d = EngineConfig()
     r.only({f.name for f in dataclasses.fields(EngineConfig)})
+    kind = r.choice("kind", d.kind, ENGINE_KINDS)
     launch = r.opt_string("launch", d.launch)
     if launch is not None:
-        _check_template(r, "launch", launch)
-    kind = r.choice("kind", d.kind, ENGINE_KINDS)
+        _check_template(r, "launch", launch, needs_model=kind != "builtin")
     faults = r.strings("faults", d.faults)
     if faults and kind != "builtin":
         raise r.error("faults", "is only for the builtin engine", "remove it or set engine.kind: builtin")
@@ -145,7 +155,9 @@ def _parse_engine(r: Reader) -> EngineConfig:
     )
 
 
-def _check_template(r: Reader, key: str, template: str) -> None:
+def _check_template(r: Reader, key: str, template: str, *, needs_model: bool) -> None:
+    """Placeholders known, ``{port}`` present, and ``{model}`` too unless the builtin engine (whose model is
+    its preset, not a path): without it every entry under ``models`` would launch the same hard-coded model."""
     try:
         names = [f[1] for f in string.Formatter().parse(template) if f[1] is not None]
     except ValueError as exc:
@@ -159,17 +171,34 @@ def _check_template(r: Reader, key: str, template: str) -> None:
             )
     if "port" not in names:
         raise r.error(key, "has no {port} placeholder", "add --port {port} so the launcher can pick a free port")
+    if needs_model and "model" not in names:
+        raise r.error(
+            key,
+            "has no {model} placeholder, so every model would launch the same hard-coded one",
+            "write {model} where the model's path goes (e.g. --model-path {model}) and set the path under models",
+        )
+
+
+def _aws_name(r: Reader, key: str, value: str | None, problem: Callable[[str], tuple[str, str] | None]) -> None:
+    found = None if value is None else problem(value)
+    if found is not None:
+        raise r.error(key, *found)
 
 
 def _parse_runner(r: Reader, base: RunnerConfig) -> RunnerConfig:
     r.only({f.name for f in dataclasses.fields(RunnerConfig)})
+    region, ami = r.opt_string("region", base.region), r.opt_string("ami", base.ami)
+    instance_type = r.string("instance_type", base.instance_type)
+    _aws_name(r, "region", region, region_problem)
+    _aws_name(r, "instance_type", instance_type, instance_type_problem)
+    _aws_name(r, "ami", ami, ami_problem)
     return RunnerConfig(
         kind=r.choice("kind", base.kind, RUNNER_KINDS),
         labels=r.strings("labels", base.labels),
-        region=r.opt_string("region", base.region),
-        instance_type=r.string("instance_type", base.instance_type),
+        region=region,
+        instance_type=instance_type,
         price_per_hour=r.opt_positive_float("price_per_hour", base.price_per_hour),
-        ami=r.opt_string("ami", base.ami),
+        ami=ami,
         subnet=r.opt_string("subnet", base.subnet),
         security_groups=r.strings("security_groups", base.security_groups),
         instance_profile=r.opt_string("instance_profile", base.instance_profile),
@@ -298,6 +327,31 @@ def _parse_thresholds(r: Reader) -> ThresholdsConfig:
         profiles=freeze_mapping(profiles),
         overrides=freeze_mapping(overrides),
     )
+
+
+def _check_override_models(r: Reader, overrides: Mapping[str, object], models: tuple[ModelConfig, ...]) -> None:
+    """Thresholds apply to a configured model only (``check`` judges by the model it launched): an override of
+    any other name, or at a tp no entry has, would be silently ignored while the file reads as tightened."""
+    names = {m.name for m in models}
+    for key in overrides:
+        name, at, tp = key.rpartition("@") if "@" in key else (key, "", "")
+        if name not in names:
+            known = ", ".join(sorted(names)) or "none are configured"
+            by_path = [m.name for m in models if m.path == name]
+            fix = (
+                (f"key it by the model's name {by_path[0]!r}, not its path" if by_path else None)
+                or did_you_mean(name, names)
+                or f"key it by a name under 'models' ({known}) or add that model there"
+            )
+            raise r.error(key, f"overrides thresholds of model {name!r}, which is not under 'models'", fix)
+        tps = sorted(m.tp for m in models if m.name == name)
+        if at and int(tp[2:]) not in tps:
+            fix = " or ".join(f"'{name}@tp{t}'" for t in tps) + f", or '{name}' for every tp"
+            raise r.error(
+                key,
+                f"names tp {tp[2:]}, but model {name!r} is configured at tp {', '.join(map(str, tps))}",
+                f"write {fix}",
+            )
 
 
 def _parse_github(r: Reader) -> GitHubConfig:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from precisionbot.engines import jsoncodec
 from precisionbot.engines.base import ServerInfo
 from precisionbot.engines.http import error_message
 from precisionbot.engines.openai import OpenAIEngine
@@ -101,8 +102,17 @@ class VLLMEngine(OpenAIEngine):
     def _check_setup(self) -> None:
         self.flush_cache()
         body = {"model": self.model_name(), "prompt": [0], "max_tokens": 1, "temperature": 0.0}
-        data = self.http.json_call("POST", "/v1/completions", json=body, what="/v1/completions (set-up probe)")
-        usage = data.get("usage") if isinstance(data, Mapping) else None
+        what = "/v1/completions (set-up probe)"
+        content = self.http.content_call("POST", "/v1/completions", json=body, what=what)
+        try:
+            data = jsoncodec.decode(content, what)
+        except EngineError:
+            data = None
+        if not isinstance(data, Mapping):
+            # A malformed answer is the engine answering badly, not a set-up it lacks: the checks' own requests
+            # meet it and are INCONCLUSIVE naming it (exit 2), as on every engine kind, not a setup error here.
+            return
+        usage = data.get("usage")
         details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else None
         if not isinstance(details, Mapping) or "cached_tokens" not in details:
             raise EngineError(f"vLLM answers without usage.prompt_tokens_details; {DETAILS_FIX}")

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from precisionbot.fmt import times
+
 MIN_RERUNS = 3
 """Fewest main reruns a comparison or a fit rests on (2 degrees of freedom for the spread)."""
 FLOOR_K3 = 1e-9
@@ -263,13 +265,15 @@ def trimmed_mean(values: npt.NDArray[np.float64], cut: float = TRIM) -> float:
 
 
 def describe(c: MainComparison) -> str:
-    """The report's words: ``2.1× main, p < 0.001`` or ``within main's noise (1.1× main, p = 0.32)``."""
-    text = f"{_times(c.ratio)} main, {p_text(c.p_value)}"
-    return text if c.regression else f"within main's noise ({text})"
-
-
-def _times(x: float) -> str:
-    return f"{x:.2g}×" if x < 10 else f"{x:.0f}×"
+    """The report's words, naming the rule that decided: ``3.5× main's mean k3 (p < 0.001, floor 1.5×)`` (a
+    regression), ``1.3× main's mean k3, under the 1.5× floor (p < 0.001)`` (beyond main's noise but by less than
+    ``min_ratio``) or ``within main's noise (1.1× main's mean k3, p = 0.32)``."""
+    ratio, floor = f"{times(c.ratio)} main's mean k3", times(c.min_ratio)
+    if c.regression:
+        return f"{ratio} ({p_text(c.p_value)}, floor {floor})"
+    if c.p_value < c.alpha:
+        return f"{ratio}, under the {floor} floor ({p_text(c.p_value)})"
+    return f"within main's noise ({ratio}, {p_text(c.p_value)})"
 
 
 def p_text(p: float) -> str:

@@ -220,7 +220,9 @@ def position_lines(
         mask = record.sample == s
         order = np.argsort(record.position[mask], kind="stable")
         pos, val = record.position[mask][order], values[mask][order]
-        over = np.flatnonzero(~(val <= threshold)) if threshold is not None else np.zeros(0, dtype=np.int64)
+        # A passing check has no onset to mark: its values are within the thresholds, a marker would read as a bug.
+        marked = threshold is not None and check.verdict is Verdict.FAIL
+        over = np.flatnonzero(~(val <= threshold)) if marked else np.zeros(0, dtype=np.int64)
         x, y = thin_line(pos, val)
         lines.append(SampleLine(sample=s, position=x, value=y, onset=int(pos[over[0]]) if len(over) else None))
     return PositionLines(

@@ -162,12 +162,14 @@ def _drawing(key: str) -> Iterator[_Drawing]:
 
 
 def _line_chart(key: str, fig: PositionLines) -> Chart:
+    # Golden's rows are its corpus rows, not the helpers' samples.
+    unit = "row" if fig.check == "golden" else "sample"
     with _drawing(key) as d:
         ax = d.figure.add_subplot()
         zero = zero_line(*(line.value for line in fig.lines))
         for i, line in enumerate(fig.lines):
             color = COLORS[i % len(COLORS)]
-            ax.plot(line.position, lift(line.value, zero), lw=1.1, color=color, label=f"sample {line.sample}")
+            ax.plot(line.position, lift(line.value, zero), lw=1.1, color=color, label=f"{unit} {line.sample}")
             if line.onset is not None:
                 ax.axvline(line.onset, color=color, ls=":", lw=1.0)
                 ymax = max(float(line.value.max()), zero * 10)
@@ -185,14 +187,14 @@ def _line_chart(key: str, fig: PositionLines) -> Chart:
         # Outside the axes: the lines fill the whole plot, a legend inside would hide some of them.
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
         name = safe_name(fig.check)
-        title = f"{name}: per-position {fig.measure}, worst {len(fig.lines)} of {fig.samples} samples"
+        title = f"{name}: per-position {fig.measure}, worst {len(fig.lines)} of {fig.samples} {unit}s"
         ax.set_title(title, loc="left", fontsize=9)
         svg = d.svg()
     onset = "a ▼ and dotted line mark each sample's onset (first position over the threshold); "
     caption = (
         f"Each line is one sample's {fig.measure} along its positions (bins show their largest value; "
         "exact zeros sit on the bottom line, labelled 0); "
-        + (onset if fig.measure == "k3" else "")
+        + (onset if fig.measure == "k3" and any(line.onset is not None for line in fig.lines) else "")
         + "high from the first generated token: the state was wrong before generation began; rising midway: "
         "a handoff; isolated spikes: noise."
     )

@@ -43,12 +43,14 @@ NOISE = "noise"
 VS_BASELINE = "vs_baseline"
 VS_PREVIOUS = "vs_previous"
 FIRST_DIVERGING_OP = "first_diverging_op"
+GOLDEN_ONLY = "golden_only"
 
 DIAGNOSIS_CODES: Mapping[str, str] = {
     # Which helper diverged.
     PREFILL_RESTORE: "the prefix-cache restore path (prefill_cache_hit diverged, match did not)",
     DECODE_STATE: "state written during decode, wrong when a later request reuses it (only decode_cache_hit)",
     ARITHMETIC: "a kernel computing another function for decode and prefill shapes (match or batch_invariance)",
+    GOLDEN_ONLY: "only golden diverged, the helpers agree: a shared op's numerics changed on every path",
     # Where in the sequence.
     ONSET_FIRST_TOKEN: "the state was already wrong when generation began",
     ONSET_MID_GENERATION: "something changes during decode: a window hand-off, a checkpoint rotation, an eviction",
@@ -101,6 +103,7 @@ def diagnose(
     primary = _which_helper(by_name, out, noise)
     if primary is None and _failed(by_name.get("golden")):
         primary = by_name["golden"]
+        out.append(golden_only(primary, by_name))
     if primary is not None:
         if primary.name in CONSISTENCY_CHECKS:
             # Where the divergence starts first, then what the hybrid boundaries add to it (said once each).
@@ -189,7 +192,7 @@ def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis], nois
         )
     if _failed(prefill) and prefill is not None:
         if match is not None and match.verdict is Verdict.PASS:
-            why = "while match is clean: the prefix-cache restore path is wrong, not the arithmetic"
+            why = "while match passes: the prefix-cache restore path is wrong, not the arithmetic"
         else:
             state = "was not run" if match is None else "is inconclusive"
             why = f"(match {state}, so the arithmetic is not ruled out): suspect the prefix-cache restore path"
@@ -208,7 +211,7 @@ def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis], nois
         return prefill
     if _failed(decode) and decode is not None:
         clean = (
-            "match and prefill_cache_hit are clean"
+            "match and prefill_cache_hit pass"
             if (
                 match is not None
                 and match.verdict is Verdict.PASS
@@ -229,6 +232,61 @@ def _which_helper(by_name: Mapping[str, CheckResult], out: list[Diagnosis], nois
         )
         return decode
     return batch if _failed(batch) else None
+
+
+def golden_only(golden: CheckResult, by_name: Mapping[str, CheckResult]) -> Diagnosis:
+    """Golden failed and no helper did: prefill and decode agree with each other (and a cache hit with both), so
+    the change is one that every path computes alike — a shared op's numerics (attention, GEMM, a norm) against
+    the baseline's build — not a cache or state path. Says where golden's KL concentrates."""
+    ran = [by_name[n] for n in CONSISTENCY_CHECKS if n in by_name]
+    passed = [c.name for c in ran if c.verdict is Verdict.PASS]
+    if passed and len(passed) == len(ran):
+        why = (
+            f"only golden diverged while {', '.join(passed)} pass{'es' if len(passed) == 1 else ''}: prefill and "
+            "decode agree with each other, so the change is the same on every path — a shared op's numerics "
+            "(attention, GEMM, a norm, a fused kernel) against the baseline's build — not a cache or state path"
+        )
+    else:
+        state = "did not run" if not ran else "could not all be judged"
+        why = (
+            f"golden diverged and the consistency helpers {state}: a shared op's numerics changed against the "
+            "baseline's build, or a cache or state path did (run match and the cache helpers to tell them apart)"
+        )
+    return Diagnosis(GOLDEN_ONLY, f"{why}; {_golden_where(golden)}.", golden.name)
+
+
+def _golden_where(golden: CheckResult) -> str:
+    """Where golden's KL concentrates: the depth bucket (or decode tail) with the largest KL p99, the kind
+    (prose or code) when one stands out, and a drift of the corpus tokens' logprob spread over every position."""
+    buckets = [
+        (f"context depth {b.get('depth')}", b)
+        for b in golden.stats.get("by_depth") or ()
+        if isinstance(b, Mapping) and b.get("positions")
+    ]
+    phases = golden.stats.get("by_phase")
+    decode = phases.get("decode") if isinstance(phases, Mapping) else None
+    if isinstance(decode, Mapping) and decode.get("positions"):
+        buckets.append(("the decode tail", decode))
+    scored = [(name, float(b["kl_p99"])) for name, b in buckets if isinstance(b.get("kl_p99"), (int, float))]
+    parts = []
+    if scored:
+        name, top = max(scored, key=lambda x: x[1])
+        low = min(v for _, v in scored)
+        if top > 0 and (low == 0 or top >= NOTABLE_RATIO * low):
+            parts.append(f"its KL concentrates in {name} (KL p99 {sig(top)}, at least {sig(NOTABLE_RATIO)}× the rest)")
+        else:
+            spread = "its KL is spread across the depths and the decode tail"
+            parts.append(f"{spread} (largest KL p99 {sig(top)} in {name})")
+    kinds = golden.stats.get("by_kind")
+    if isinstance(kinds, Mapping) and len(kinds) > 1:
+        p99 = {k: float(v["kl_p99"]) for k, v in kinds.items() if isinstance(v, Mapping) and "kl_p99" in v}
+        if len(p99) > 1 and min(p99.values()) > 0 and max(p99.values()) >= NOTABLE_RATIO * min(p99.values()):
+            kind = max(p99, key=lambda k: p99[k])
+            parts.append(f"{kind} more than the rest (KL p99 {sig(p99[kind])})")
+    nll, se = _stat(golden, "nll_increase"), _stat(golden, "nll_increase_se")
+    if nll is not None and se is not None and any(r.startswith("systematic drift") for r in golden.reasons):
+        parts.append(f"a systematic drift of {sig(nll)} nats/token over every position (a bias, not a few outliers)")
+    return "; ".join(parts) if parts else "see golden's KL by depth below"
 
 
 def _diverging(c: CheckResult) -> list[SampleSummary]:
@@ -267,9 +325,9 @@ def _onset(c: CheckResult, out: list[Diagnosis]) -> None:
     )
 
 
-def _describe(s: SampleSummary) -> str:
+def _describe(s: SampleSummary, unit: str = "sample") -> str:
     cached = "" if s.cached_tokens is None else f", {count(s.cached_tokens)} cached"
-    return f"sample {s.sample} (prompt {count(s.prompt_tokens)} tokens{cached}, max k3 {sig(s.max_k3)})"
+    return f"{unit} {s.sample} (prompt {count(s.prompt_tokens)} tokens{cached}, max k3 {sig(s.max_k3)})"
 
 
 def _spread(c: CheckResult, out: list[Diagnosis]) -> None:
@@ -278,22 +336,24 @@ def _spread(c: CheckResult, out: list[Diagnosis]) -> None:
     div = sorted(_diverging(c), key=lambda s: -s.max_k3)
     if total < 2 or not div:
         return
+    # Golden's rows are its corpus rows, not the helpers' samples (they number differently).
+    unit = "row" if c.name == "golden" else "sample"
     if len(div) == total:
         out.append(
             Diagnosis(
                 GLOBAL,
-                f"{c.name}: every sample diverges ({total} of {total}): a shift shared by all requests "
+                f"{c.name}: every {unit} diverges ({total} of {total}): a shift shared by all requests "
                 "(a common state or kernel), not a trigger in a few.",
                 c.name,
             )
         )
     elif len(div) <= max(1, int(CONCENTRATED_MAX_FRACTION * total)):
-        named = ", ".join(_describe(s) for s in div[:NAMED_SAMPLES])
+        named = ", ".join(_describe(s, unit) for s in div[:NAMED_SAMPLES])
         more = f" and {len(div) - NAMED_SAMPLES} more" if len(div) > NAMED_SAMPLES else ""
         out.append(
             Diagnosis(
                 CONCENTRATED,
-                f"{c.name}: {len(div)} of {total} samples carry the divergence — {named}{more}; the rest match. "
+                f"{c.name}: {len(div)} of {total} {unit}s carry the divergence — {named}{more}; the rest match. "
                 "Compare their prompt lengths, cached tokens and page or chunk remainders.",
                 c.name,
             )
@@ -315,8 +375,9 @@ def _systematic_flips(checks: Sequence[CheckResult], texts: Mapping[int, str], n
         text = w.token_text or texts.get(w.token_id, "")
         token = f"\u201c{visible(cap(text, 24))}\u201d" if text else f"id {w.token_id}"
         extra = f"; {len(systematic)} such flips among its worst positions" if len(systematic) > 1 else ""
+        where = f"row {w.sample}" if c.name == "golden" else f"sample {w.sample}"
         parts.append(
-            f"{c.name} at sample {w.sample}, position {w.position} (scored token {token}, gap "
+            f"{c.name} at {where}, position {w.position} (scored token {token}, gap "
             f"{plain_or_dash(w.margin_ref)} nats{extra})"
         )
     if not parts:
@@ -324,7 +385,8 @@ def _systematic_flips(checks: Sequence[CheckResult], texts: Mapping[int, str], n
     names = [c.name for c in checks if _systematic(c)]
     return Diagnosis(
         SYSTEMATIC_FLIP,
-        f"the top-1 token flips across a top-2 gap that {noise.words} cannot cross, only a systematic logit "
+        f"the top-1 token flips across a top-2 gap above {evidence.SYSTEMATIC_GAP_NATS:g} nats "
+        f"({evidence.SYSTEMATIC_GAP_NAME}) that {noise.words} cannot cross, only a systematic logit "
         f"shift can: {'; '.join(parts)}.",
         names[0] if len(names) == 1 else None,
     )

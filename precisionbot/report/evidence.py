@@ -67,22 +67,38 @@ def _num(value: float, threshold: float) -> str:
     return f"{value:.6g}"
 
 
-def read_position(w: WorstPosition) -> PositionEvidence:
-    """Classify one position by its cross-path |Δ| and, at a flip, the reference's top-2 gap."""
+SYSTEMATIC_GAP_NAME = "the systematic-flip gap"
+NEAR_TIE_NAME = "a near-tie"
+"""What the two top-2 gaps are called wherever they appear (0.4 above which a flip needs a systematic shift; 0.3
+below which a flip is a near-tie), so no bare ``> 0.4`` sits next to golden's confident-flip margin (1 nat)."""
+
+
+def read_position(w: WorstPosition, *, kl: float | None = None, kl_limit: float | None = None) -> PositionEvidence:
+    """Classify one position by its cross-path |Δ| and, at a flip, the reference's top-2 gap.
+
+    ``kl`` (golden: the position's KL over the top-k, when the arrays are there) and ``kl_limit`` (golden's
+    per-position limit, ``thresholds.golden.logit_kl``): a position over the limit reads as a bug by its KL, the
+    measure golden judges, even when the scored token itself barely moved (the mass moved among the top-k)."""
     delta = abs(w.delta)
     gap = w.margin_ref
     if w.flip and gap is not None and gap > SYSTEMATIC_GAP_NATS:
         return PositionEvidence(
-            Reading.BUG, f"flip at gap {_num(gap, SYSTEMATIC_GAP_NATS)} > {SYSTEMATIC_GAP_NATS:g}", True
+            Reading.BUG,
+            f"flip at gap {_num(gap, SYSTEMATIC_GAP_NATS)} > {SYSTEMATIC_GAP_NATS:g}, {SYSTEMATIC_GAP_NAME}",
+            True,
         )
+    if kl is not None and kl_limit is not None and math.isfinite(kl) and kl > kl_limit:
+        return PositionEvidence(Reading.BUG, f"KL {_num(kl, kl_limit)} > the per-position limit {kl_limit:g}", False)
     if not w.flip and math.isfinite(delta) and delta > NOISE_DELTA_NATS and max(w.lp_ref, w.lp_test) < TAIL_LOGPROB:
-        return PositionEvidence(Reading.TAIL, f"p < 1e-4 on both paths; |Δ| {delta:.2g} weighs ≈ 0 in KL", False)
+        return PositionEvidence(
+            Reading.TAIL, f"p < 1e-4 on both paths: the scored token's |Δ| {delta:.2g} weighs ≈ 0 in KL", False
+        )
     if not math.isfinite(delta) or delta > BUG_DELTA_NATS:
         return PositionEvidence(Reading.BUG, f"|Δ| {_num(delta, BUG_DELTA_NATS)} > {BUG_DELTA_NATS:g}", False)
     if w.flip and gap is not None and gap < UNATTRIBUTABLE_GAP_NATS:
         return PositionEvidence(
             Reading.UNATTRIBUTABLE,
-            f"flip at gap {_num(gap, UNATTRIBUTABLE_GAP_NATS)} < {UNATTRIBUTABLE_GAP_NATS:g}",
+            f"flip at gap {_num(gap, UNATTRIBUTABLE_GAP_NATS)} < {UNATTRIBUTABLE_GAP_NATS:g}, {NEAR_TIE_NAME}",
             False,
         )
     if delta <= NOISE_DELTA_NATS and not w.flip:

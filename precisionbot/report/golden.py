@@ -64,7 +64,7 @@ def kl_line(c: CheckResult | None) -> str:
         # Why the position count moves between runs: after a sample's generation leaves the baseline's, the
         # contexts differ and nothing after that step can be compared.
         text += (
-            f"; {count(len(diverged))} sample(s) generated another token than the baseline, and decode is compared "
+            f"; {count(len(diverged))} decode row(s) generated another token than the baseline, and decode is compared "
             "up to and including that step, so the position count moves with where generation leaves the baseline's"
         )
     band = s.get("band")

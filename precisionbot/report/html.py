@@ -26,6 +26,7 @@ from precisionbot.report.chart_data import section_figures
 from precisionbot.report.chart_svg import Chart, section_charts
 from precisionbot.report.escape import markdown_plain
 from precisionbot.report.render import load_template
+from precisionbot.report.reproduce import provenance
 from precisionbot.report.section import ReportSection
 from precisionbot.report.view import Detail, ReportLinks, SectionView, report_view
 from precisionbot.results import Verdict
@@ -47,6 +48,10 @@ class HtmlSection:
     """The comment's section view with Markdown escaping undone (the template escapes for HTML)."""
     charts: tuple[Chart, ...]
     anchor: str
+    provenance: tuple[tuple[str, str], ...] = ()
+    """Engine commit, signature, baseline run, config, workflow run and a command to reproduce (plain text)."""
+    has_topk: bool = False
+    """Some worst row carries golden's top-k of both sides (a column each)."""
 
 
 @dataclass(frozen=True)
@@ -67,20 +72,35 @@ def _plain(obj: T) -> T:
         value = getattr(obj, f.name)
         if isinstance(value, str):
             changes[f.name] = markdown_plain(value)
-        elif isinstance(value, tuple) and value and isinstance(value[0], str):
-            changes[f.name] = tuple(markdown_plain(v) for v in value)
+        elif isinstance(value, tuple) and value and isinstance(value[0], (str, tuple)):
+            changes[f.name] = _plain_strings(value)
         elif isinstance(value, tuple) and value and hasattr(value[0], "__dataclass_fields__"):
             changes[f.name] = tuple(_plain(v) for v in value)
     return replace(obj, **changes)  # type: ignore[type-var]
 
 
-def _section(index: int, section: ReportSection, view: SectionView) -> HtmlSection:
+def _plain_strings(value: Any) -> Any:
+    """Every string in nested tuples (``(check, (reason, ...))`` pairs) with its Markdown escaping undone."""
+    if isinstance(value, str):
+        return markdown_plain(value)
+    if isinstance(value, tuple):
+        return tuple(_plain_strings(v) for v in value)
+    return value
+
+
+def _section(index: int, section: ReportSection, view: SectionView, links: ReportLinks | None) -> HtmlSection:
     charts = section_charts(f"s{index}", section_figures(section.run, section.records))
     plain = _plain(view)
     # Text symbols, not emoji: they render in any font (a CI browser has no emoji font) and take the CSS colour.
     plain = replace(plain, icon=SYMBOLS[section.run.verdict], rows=tuple(replace(r, icon=SYMBOLS[c.verdict])
                     for r, c in zip(plain.rows, section.run.checks, strict=True)))  # fmt: skip
-    return HtmlSection(view=plain, charts=charts, anchor=f"section-{index}")
+    return HtmlSection(
+        view=plain,
+        charts=charts,
+        anchor=f"section-{index}",
+        provenance=provenance(section, links),
+        has_topk=any(w.topk_ref or w.topk_test for w in plain.worst),
+    )
 
 
 @lru_cache(maxsize=1)
@@ -105,7 +125,7 @@ def html_view(sections: Sequence[ReportSection], *, links: ReportLinks | None = 
         verdict=view.verdict,
         overview=view.overview,
         legend=markdown_plain(legend).replace("`", ""),
-        sections=tuple(_section(i, s, v) for i, (s, v) in enumerate(zip(sections, view.sections, strict=True))),
+        sections=tuple(_section(i, s, v, links) for i, (s, v) in enumerate(zip(sections, view.sections, strict=True))),
         links=kept,
         csp=CSP,
     )

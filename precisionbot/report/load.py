@@ -51,7 +51,9 @@ def _section(path: Path, label: str | None, before: RunResult | None, thresholds
         # The directory may come from a job that ran PR code: one damaged cell must not hide the others.
         return damaged(path, str(exc))
     verified = verify_run(run, thresholds, records)
-    return ReportSection(label=label or default_label(run, path), run=verified, previous=before, records=records)
+    return ReportSection(
+        label=label or default_label(run, path), run=verified, previous=before, records=records, directory=str(path)
+    )
 
 
 def _previous(path: str | Path, warn: TextIO | None) -> RunResult | None:
@@ -97,6 +99,7 @@ def load_sections(
             run=s.run,
             previous=s.previous,
             records=s.records,
+            directory=s.directory,
         )
         for i, s in enumerate(sections)
     ]

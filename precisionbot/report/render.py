@@ -15,6 +15,7 @@ from typing import Any
 
 import jinja2
 
+from precisionbot.report.escape import label_text
 from precisionbot.report.findings import findings
 from precisionbot.report.section import ReportSection
 from precisionbot.report.view import (
@@ -86,15 +87,25 @@ def _size(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def _trim_note(links: ReportLinks | None, what: str) -> str:
-    where = "the job summary and the result artifacts"
-    summary = None if links is None else safe_url(links.summary_url or links.run_url)
-    if links is not None and summary:
-        where = f"the [job summary]({summary})"
-        artifacts = safe_url(links.artifact_url)
-        if artifacts:
-            where += f" and the [artifacts]({artifacts})"
+def _trim_note(links: ReportLinks | None, what: str, sections: Sequence[ReportSection] = ()) -> str:
+    where = _rest(links, sections)
     return f"Some detail was left out to keep this {what} under its size limit; the full report is in {where}."
+
+
+def _rest(links: ReportLinks | None, sections: Sequence[ReportSection]) -> str:
+    """Where the rest is: the job summary and the artifacts in GitHub Actions (linked when known), else the
+    result directories on this machine (a local run has no job summary)."""
+    summary = None if links is None else safe_url(links.summary_url or links.run_url)
+    if summary:
+        where = f"the [job summary]({summary})"
+        artifacts = safe_url(links.artifact_url) if links is not None else None
+        return where + (f" and the [artifacts]({artifacts})" if artifacts else "")
+    dirs = [label_text(s.directory) for s in sections if s.directory]
+    if dirs:
+        shown = ", ".join(dirs[:3]) + (f" and {len(dirs) - 3} more" if len(dirs) > 3 else "")
+        noun = "directory" if len(dirs) == 1 else "directories"
+        return f"the result {noun} {shown} (`precisionbot report DIR --format summary`)"
+    return "the result directories (`precisionbot report DIR --format summary`)"
 
 
 def render_comment(
@@ -113,7 +124,7 @@ def render_comment(
         text = _render("comment.md.j2", sections, detail, links=links, marker=marker, note=note)
         if _size(text) <= max_chars:
             return text
-        note = _trim_note(links, "comment")
+        note = _trim_note(links, "comment", sections)
     return _shrink("comment.md.j2", sections, max_chars, links=links, marker=marker, note=note)
 
 
@@ -131,7 +142,7 @@ def render_summary(
         text = _render("summary.md.j2", sections, detail, links=links, note=note, details_open=" open")
         if _size(text) <= max_bytes:
             return text
-        note = _trim_note(links, "summary")
+        note = _trim_note(links, "summary", sections)
     return _shrink("summary.md.j2", sections, max_bytes, links=links, note=note, details_open=" open")
 
 
@@ -142,7 +153,7 @@ def _shrink(template: str, sections: Sequence[ReportSection], limit: int, **kwar
     note = kwargs.pop("note")
 
     def attempt(keep: int) -> str:
-        left = f" {len(sections) - keep} more configuration(s) are only in the job summary and the artifacts."
+        left = f" {len(sections) - keep} more configuration(s) are only in {_rest(kwargs.get('links'), sections)}."
         return _render(template, sections[:keep], smallest, note=note + left, everything=sections, **kwargs)
 
     lo, hi, best = 1, len(sections) - 1, ""
@@ -156,7 +167,7 @@ def _shrink(template: str, sections: Sequence[ReportSection], limit: int, **kwar
     if best:
         return best
     text = attempt(1) if len(sections) > 1 else _render(template, sections, smallest, note=note, **kwargs)
-    tail = "\n\n> Cut to fit the size limit; see the job summary and the artifacts.\n"
+    tail = f"\n\n> Cut to fit the size limit; see {_rest(kwargs.get('links'), sections)}.\n"
     budget = limit - _size(tail)
     cut = text.encode("utf-8")[: max(0, budget)].decode("utf-8", errors="ignore")
     cut = cut[: cut.rfind("\n") + 1] if "\n" in cut else ""

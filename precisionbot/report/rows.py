@@ -13,8 +13,15 @@ from precisionbot.metrics.rerun_stats import MainComparison, describe
 from precisionbot.report import evidence
 from precisionbot.report.diagnosis import BaselineStats
 from precisionbot.report.escape import label_text, markdown_text, prose, token_cell, visible
+from precisionbot.report.evidence import (
+    NEAR_TIE_NAME,
+    SYSTEMATIC_GAP_NAME,
+    SYSTEMATIC_GAP_NATS,
+    UNATTRIBUTABLE_GAP_NATS,
+)
+from precisionbot.report.golden_positions import GoldenPosition, golden_positions
 from precisionbot.report.noise_words import UNKNOWN, NoiseScale
-from precisionbot.results import CheckResult, RunResult, Verdict
+from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict, WorstPosition
 from precisionbot.results.cost import PRICES_AS_OF
 
 ICONS = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️"}
@@ -22,16 +29,27 @@ FRAC_KEY = "1e-2"
 """The ``frac_over`` threshold shown in the table (the default per-token "over" threshold, ``token_k3``)."""
 
 
-def legend(noise: NoiseScale) -> str:
-    """The table's legend, already Markdown (no untrusted text); the noise scale is the run's precision's."""
-    return (
+def legend(noise: NoiseScale, *, golden: bool = False) -> str:
+    """The table's legend, already Markdown (no untrusted text); the noise scale is the run's precision's. It
+    names each flip threshold the comment prints, so none reads as a bare number; ``golden``: what golden's rows
+    and its confident-flip margin are."""
+    text = (
         "k3: per token, e^δ − 1 − δ ≈ δ²/2 of the logprob difference δ = lp\\_ref − lp\\_test, in nats "
         "(natural-log units). Mean of k3: SGLang's mean, the mean over samples of each sample's mean k3, what "
         "SGLang's `kl_div` threshold gates. KL (golden): the divergence of the two next-token distributions over "
         "the baseline's top-k tokens plus the rest; its mean is over positions. Top-2 gap (margin): the "
         "reference's top-1 minus top-2 logprob, the push a top-1 flip needs, against "
-        f"{markdown_text(noise.words, spaces=False)}."
+        f"{markdown_text(noise.words, spaces=False)}; a flip across more than {SYSTEMATIC_GAP_NATS:g} nats "
+        f"({SYSTEMATIC_GAP_NAME}) needs a systematic shift, one under {UNATTRIBUTABLE_GAP_NATS:g} nats is "
+        f"{NEAR_TIE_NAME} that noise flips."
     )
+    if golden:
+        text += (
+            " Golden's rows are its own corpus rows (each document teacher-forced, then its decode continuation), "
+            "not the helpers' samples; golden fails on a flip at a baseline margin above its confident-flip "
+            "margin (`confident_flip_margin`, or the noise band's largest flip margin)."
+        )
+    return text
 
 
 LEGEND = legend(UNKNOWN)
@@ -58,7 +76,10 @@ class CheckRow:
     numbers: str = "–"
     """``k3 0.33 · 4.7 · 8.1``: the measure and its mean · p99 · max in one cell."""
     why: str = "–"
-    """The check's reasons, one sentence each, joined: the verdict's reasons live in the row they explain."""
+    """The first reason, cut to what it measured against its limit (:func:`short_reason`); an inconclusive
+    check's whole first reason (its fix is the point)."""
+    reasons: tuple[str, ...] = ()
+    """Every reason in full (the details list them under "Every reason")."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +106,9 @@ class WorstRow:
     before: str = ""
     """Context: the text of a few tokens before (escaped like the token; shown by the HTML report)."""
     after: str = ""
+    topk_ref: str = ""
+    """Golden: the baseline's top entries at the position (the HTML report shows both sides), when stored."""
+    topk_test: str = ""
 
 
 def _stat(stats: Mapping[str, Any], key: str) -> float | None:
@@ -155,7 +179,8 @@ def check_row(
         positions=positions,
         measure=measure,
         numbers="–" if measure == "–" else f"{measure} {mean} · {p99} · {top}",
-        why="; ".join(prose(r) for r in c.reasons) or "–",
+        why=why_cell(c),
+        reasons=tuple(prose(r) for r in c.reasons),
         mean=mean,
         p99=p99,
         max=top,
@@ -167,11 +192,46 @@ def check_row(
     )
 
 
+def why_cell(c: CheckResult) -> str:
+    """The Why cell: the first reason cut short (an inconclusive check's whole: its fix is the point), and how
+    many more a failing check has (listed in full under "Every reason")."""
+    if not c.reasons:
+        return "–"
+    if c.verdict is Verdict.INCONCLUSIVE:
+        return prose(c.reasons[0])
+    more = len(c.reasons) - 1
+    tail = f" (+{more} more below)" if c.verdict is Verdict.FAIL and more else ""
+    return prose(short_reason(c.reasons[0]) + tail)
+
+
+SEPARATORS = ("; ", ": ", " (")
+MIN_WORDS = 3
+
+
+def short_reason(reason: str) -> str:
+    """What a reason measured against its limit, without the explanation after it: the text up to the first
+    ``; ``, ``: `` or `` (``, joined with the next piece while that leaves fewer than three words
+    (``regression: per-sample mean k3 is 3.51× main's, above the 1.5× floor``). The reasons in ``scoring/`` put
+    the figure and its limit first for this."""
+    cut = 0
+    while True:
+        found = [(reason.find(sep, cut), sep) for sep in SEPARATORS if reason.find(sep, cut) >= 0]
+        if not found:
+            return reason
+        at, sep = min(found)
+        head = reason[:at]
+        if len(head.split()) >= MIN_WORDS:
+            return head
+        cut = at + len(sep)
+
+
 def vs_main_cell(c: CheckResult) -> str:
     """The helper's comparison with main's reruns (``metrics.rerun_stats.describe``), re-derived from the numbers
     ``result.json`` carries rather than its stored text."""
 
     info = c.extra.get("vs_main")
+    if isinstance(info, Mapping) and info.get("brief") and "p_value" not in info:
+        return f"not compared with main's noise: {prose(str(info['brief']))}"  # set up, yet skipped
     if not isinstance(info, Mapping) or "p_value" not in info:
         return ""
     try:
@@ -210,9 +270,11 @@ def worst_rows(
     texts: Mapping[int, str] | None = None,
     *,
     passing: bool = True,
+    records: Mapping[str, PositionRecord] | None = None,
 ) -> tuple[tuple[WorstRow, ...], int]:
     """The worst positions of each check, failing checks first; ``passing=False`` leaves out passing checks'
-    (their positions are within the thresholds: the comment has no room for rows that explain nothing)."""
+    (their positions are within the thresholds: the comment has no room for rows that explain nothing).
+    ``records``: the per-position arrays, from which golden's rows get their KL and both sides' top-k."""
     rows: list[WorstRow] = []
     omitted = 0
     ordered = sorted(checks, key=lambda c: c.verdict is not Verdict.FAIL)
@@ -220,41 +282,60 @@ def worst_rows(
         if not passing and c.verdict is Verdict.PASS:
             continue
         # A position with no difference at all (bit-identical paths) tells the reader nothing.
-        shown = [w for w in c.worst if not (w.delta == 0.0 and w.k3 == 0.0 and not w.flip)]
-        worst = sorted(shown, key=lambda w: -w.k3 if math.isfinite(w.k3) else -math.inf)
+        shown = tuple(w for w in c.worst if not (w.delta == 0.0 and w.k3 == 0.0 and not w.flip))
+        golden = c.name == "golden"
+        extra = golden_positions((records or {}).get(c.name), shown, texts or {}) if golden else {}
+        # Golden is judged by KL (and chose these rows by it): its rows keep that order when the KL is known.
+        worst = sorted(shown, key=lambda w: -_order_key(w, extra.get((w.sample, w.position))))
         omitted += max(0, len(worst) - limit)
         for w in worst[:limit]:
-            ev = evidence.read_position(w)
-            reading = f"{ev.reading} ({ev.why})"
-            if c.verdict is Verdict.PASS and ev.reading is evidence.Reading.BUG:
-                # The check's thresholds judged these positions together and passed them: one position's size
-                # alone does not make a bug of a passing check.
-                reading = f"{evidence.Reading.UNCLEAR} ({ev.why}, but {c.name} passed)"
-            flip = "–" if w.flip is None else ("yes" if w.flip else "no")
-            gap = sig(w.margin_ref)
-            rows.append(
-                WorstRow(
-                    check=label_text(c.name),
-                    sample=str(w.sample),
-                    position=count(w.position),
-                    # No text (the engine gave none): the id is still something to grep for.
-                    token=token_label(w.token_id, w.token_text, texts, c.name == "golden" and bool(w.flip)),
-                    lp_ref=logprob(w.lp_ref),
-                    lp_test=logprob(w.lp_test),
-                    delta=signed(w.delta),
-                    k3=sig(w.k3),
-                    gap=gap,
-                    flip=flip,
-                    reading=prose(reading),
-                    where=f"{w.sample} · {count(w.position)}",
-                    logprobs=f"{logprob(w.lp_ref)} → {logprob(w.lp_test)}",
-                    delta_k3=f"{signed(w.delta)} · {sig(w.k3)}",
-                    gap_flip=f"{gap} · flip" if w.flip else gap,
-                    before=markdown_text(visible(w.context_before)) if w.context_before else "",
-                    after=markdown_text(visible(w.context_after)) if w.context_after else "",
-                )
-            )
+            rows.append(_worst_row(c, w, texts, extra.get((w.sample, w.position))))
     return tuple(rows), omitted
+
+
+def _order_key(w: WorstPosition, extra: GoldenPosition | None) -> float:
+    value = extra.kl if extra is not None else w.k3
+    return value if math.isfinite(value) else math.inf
+
+
+def _worst_row(
+    c: CheckResult, w: WorstPosition, texts: Mapping[int, str] | None, extra: GoldenPosition | None
+) -> WorstRow:
+    golden = c.name == "golden"
+    kl_limit = _stat(c.stats, "kl_limit_nats") if golden else None
+    ev = evidence.read_position(w, kl=None if extra is None else extra.kl, kl_limit=kl_limit)
+    reading = f"{ev.reading} ({ev.why})"
+    if c.verdict is Verdict.PASS and ev.reading is evidence.Reading.BUG:
+        # The check's thresholds judged these positions together and passed them: one position's size
+        # alone does not make a bug of a passing check.
+        reading = f"{evidence.Reading.UNCLEAR} ({ev.why}, but {c.name} passed)"
+    flip = "–" if w.flip is None else ("yes" if w.flip else "no")
+    gap = sig(w.margin_ref)
+    measure = f"KL {sig(extra.kl)}" if extra is not None else sig(w.k3)
+    # Golden's rows are its corpus rows, not the helpers' samples: "row 7" cannot pass for a sample of a 4-sample run.
+    where = f"{'row ' if golden else ''}{w.sample} · {count(w.position)}"
+    return WorstRow(
+        check=label_text(c.name),
+        sample=str(w.sample),
+        position=count(w.position),
+        # No text (the engine gave none): the id is still something to grep for.
+        token=token_label(w.token_id, w.token_text, texts, golden and bool(w.flip)),
+        lp_ref=logprob(w.lp_ref),
+        lp_test=logprob(w.lp_test),
+        delta=signed(w.delta),
+        k3=measure,
+        gap=gap,
+        flip=flip,
+        reading=prose(reading),
+        where=where,
+        logprobs=f"{logprob(w.lp_ref)} → {logprob(w.lp_test)}",
+        delta_k3=f"{signed(w.delta)} · {measure}",
+        gap_flip=f"{gap} · flip" if w.flip else gap,
+        before=markdown_text(visible(w.context_before)) if w.context_before else "",
+        after=markdown_text(visible(w.context_after)) if w.context_after else "",
+        topk_ref="" if extra is None else extra.topk_ref,
+        topk_test="" if extra is None else extra.topk_test,
+    )
 
 
 def environment_line(run: RunResult) -> str:
@@ -336,13 +417,36 @@ def ab_text(ab: Mapping[str, Any]) -> str:
 
 
 def headline(run: RunResult) -> str:
-    by = {v: [c.name for c in run.checks if c.verdict is v] for v in Verdict}
+    """``prefill_cache_hit, decode_cache_hit, golden diverged; match within thresholds (1 flip at a near-tie)``:
+    a passing check is called clean only when it has no top-1 flip (a flip is a difference, however small)."""
+    by = {v: [c for c in run.checks if c.verdict is v] for v in Verdict}
     if run.verdict is Verdict.FAIL:
-        text = f"{', '.join(by[Verdict.FAIL])} diverged"
-        if by[Verdict.PASS]:
-            text += f"; {', '.join(by[Verdict.PASS])} clean"
+        text = f"{', '.join(c.name for c in by[Verdict.FAIL])} diverged"
+        clean = [c.name for c in by[Verdict.PASS] if not _flip_count(c)]
+        flipped = [_passed_with_flips(c) for c in by[Verdict.PASS] if _flip_count(c)]
+        if clean:
+            text += f"; {', '.join(clean)} clean"
+        if flipped:
+            text += f"; {', '.join(flipped)}"
     elif run.verdict is Verdict.INCONCLUSIVE:
-        text = f"could not judge {', '.join(by[Verdict.INCONCLUSIVE])}" if by[Verdict.INCONCLUSIVE] else "no checks ran"
+        names = ", ".join(c.name for c in by[Verdict.INCONCLUSIVE])
+        text = f"could not judge {names}" if names else "no checks ran"
     else:
         text = f"{len(run.checks)} check{'s' if len(run.checks) != 1 else ''} within thresholds"
     return prose(text)
+
+
+def _flip_count(c: CheckResult) -> int:
+    flips = _stat(c.stats, "flips")
+    return int(flips) if flips is not None and math.isfinite(flips) else 0
+
+
+def _passed_with_flips(c: CheckResult) -> str:
+    """``match within thresholds (2 flips at near-ties)``: near-ties when every flip is among the worst positions
+    and each sits at a top-2 gap under the near-tie gap (below which noise flips a token)."""
+    n = _flip_count(c)
+    flips = [w for w in c.worst if w.flip]
+    ties = len(flips) == n and all(w.margin_ref is not None and w.margin_ref < UNATTRIBUTABLE_GAP_NATS for w in flips)
+    what = f"{count(n)} flip{'s' if n != 1 else ''}"
+    where = (" at near-ties" if n != 1 else " at a near-tie") if ties else ""
+    return f"{c.name} within thresholds ({what}{where})"

@@ -25,3 +25,5 @@ class ReportSection:
     """Per check, the baseline run's own stats; None = ``run.baseline["stats"]`` when it is there."""
     records: Mapping[str, PositionRecord] = field(default_factory=dict)
     """Per-position arrays by check name (the result directory's ``.npz`` files), for the heat strips."""
+    directory: str = ""
+    """The result directory read, when known: outside GitHub Actions the report says the rest is there."""

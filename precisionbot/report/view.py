@@ -92,6 +92,10 @@ class SectionView:
     """Golden KL by context depth."""
     worst: tuple[WorstRow, ...]
     worst_omitted: int
+    worst_omitted_note: str
+    """``6 more positions in the job summary and the artifacts.`` (in Actions) or ``... in DIR/result.json.``"""
+    reasons: tuple[tuple[str, tuple[str, ...]], ...]
+    """``(check, every reason)`` for the checks whose Why cell shows less than all of them."""
     buckets: tuple[BucketRow, ...]
     strips: str
     """A code block's content (already safe inside a fence), or empty."""
@@ -112,18 +116,34 @@ class ReportView:
     """Why something was left out and where to find it, or empty."""
 
 
-def section_view(section: ReportSection, detail: Detail) -> SectionView:
+def rest_where(section: ReportSection, links: ReportLinks | None) -> str:
+    """Where what a comment leaves out is: the job summary and the artifacts in GitHub Actions (a run page
+    exists), else the result directory on this machine (a local run has neither)."""
+    if links is not None and safe_url(links.run_url or links.summary_url):
+        return "the job summary and the artifacts"
+    if section.directory:
+        return f"{label_text(section.directory.rstrip('/'))}/result.json"
+    return "the result directory's result.json"
+
+
+def section_view(section: ReportSection, detail: Detail, links: ReportLinks | None = None) -> SectionView:
     run = section.run
     base, base_word = compared_with(section)
     texts = known_token_texts(run.checks)
     diag = findings(section)
     worst, omitted = (
-        worst_rows(run.checks, detail.worst_rows, texts, passing=detail.worst_passing) if detail.details else ((), 0)
+        worst_rows(run.checks, detail.worst_rows, texts, passing=detail.worst_passing, records=section.records)
+        if detail.details
+        else ((), 0)
     )
     buckets = tuple(r for c in run.checks for r in bucket_rows(c)) if detail.buckets and detail.details else ()
     strips = _strips(section, detail) if detail.details else ""
     depth = depth_rows(run.check("golden")) if detail.details and detail.buckets else ()
     rows = tuple(check_row(c, base, section.previous, base_word) for c in run.checks)
+    # A failing check's Why cell shows its first reason: the rest are listed in full in the details.
+    reasons = (
+        tuple((r.name, r.reasons) for r in rows if len(r.reasons) > 1 and r.verdict == "fail") if detail.details else ()
+    )
     return SectionView(
         label=label_text(section.label),
         icon=ICONS[run.verdict],
@@ -131,7 +151,7 @@ def section_view(section: ReportSection, detail: Detail) -> SectionView:
         headline=headline(run),
         environment=environment_line(run),
         rows=rows,
-        legend=legend(noise_scale(run.environment)),
+        legend=legend(noise_scale(run.environment), golden=run.check("golden") is not None),
         has_baseline=any(r.vs_baseline != "–" for r in rows),
         vs_baseline_label="vs noise band" if base_word == "band" else "vs baseline",
         diagnosis=tuple(prose(d.text) for d in diag) if detail.diagnosis else (),
@@ -139,10 +159,14 @@ def section_view(section: ReportSection, detail: Detail) -> SectionView:
         depth=depth,
         worst=worst,
         worst_omitted=omitted,
+        worst_omitted_note=f"{omitted} more position{'s' if omitted != 1 else ''} in {rest_where(section, links)}."
+        if omitted
+        else "",
+        reasons=reasons,
         buckets=buckets,
         strips=strips,
         has_previous=section.previous is not None,
-        has_details=bool(worst or buckets or strips or depth),
+        has_details=bool(worst or buckets or strips or depth or reasons),
     )
 
 
@@ -155,9 +179,12 @@ def _strips(section: ReportSection, detail: Detail) -> str:
         record = section.records.get(c.name)
         if record is None or c.verdict not in shown:
             continue
+        # Golden's rows are its corpus rows, not samples (see report.golden_positions); a passing check has no onset.
+        unit = "row   " if c.name == "golden" else "sample"
         for s in worst_strips(c.name, record, samples=detail.strips):
+            onset = s.onset if c.verdict is Verdict.FAIL else "–"
             lines.append(
-                f"{s.check:<18} sample {s.sample:<4} {s.bars}  max {s.max_k3}, onset {s.onset}"
+                f"{s.check:<18} {unit} {s.sample:<4} {s.bars}  max {s.max_k3}, onset {onset}"
                 f" ({s.positions} position{'s' if s.positions != 1 else ''}, {s.per_bar}/bar)"
             )
     if not lines:
@@ -208,7 +235,8 @@ def report_view(
         verdict=str(verdict).upper(),
         overview=overview,
         sections=tuple(
-            v if i == 0 else replace(v, legend="") for i, v in enumerate(section_view(s, detail) for s in sections)
+            v if i == 0 else replace(v, legend="")
+            for i, v in enumerate(section_view(s, detail, links) for s in sections)
         ),
         links=tuple(link_list),
         note=note,

@@ -125,19 +125,17 @@ def judge_golden(
     bad = ~np.isfinite(c.kl) | ~np.isfinite(c.lp_test)
     if np.any(bad):
         i = int(np.flatnonzero(bad)[0])
-        fails.append(
-            f"{int(np.count_nonzero(bad))} positions have non-finite numbers (first: sample {c.sample[i]}, "
-            f"position {c.position[i]})"
-        )
+        fails.append(f"{int(np.count_nonzero(bad))} positions have non-finite numbers (first: {row_name(c, i)})")
     if np.any(confident):
         i = int(np.flatnonzero(confident)[np.argmax(c.margin[confident])])
         origin = "the noise band's flip limit" if use_band else "the confident-flip margin"
         fails.append(
-            f"{stats['confident_flips']} confident flip(s): the top-1 token changed where the baseline was sure "
-            f"(largest at sample {c.sample[i]}, position {c.position[i]}: margin {c.margin[i]:.3g} nats > "
-            f"{origin} {limit:.3g})"
+            f"{stats['confident_flips']} confident flip(s), baseline margin up to {c.margin[i]:.3g} nats > {origin} "
+            f"{limit:.3g} nat{'s' if limit != 1 else ''}: the top-1 token changed where the baseline was sure "
+            f"(the widest at {row_name(c, i)})"
         )
     i = int(np.argmax(np.nan_to_num(c.kl, nan=np.inf))) if len(c) else 0
+    stats["kl_limit_nats"] = t.logit_kl
     over: list[int] = []
     if t.max_abs_delta is not None:
         over = np.unique(c.sample[np.nan_to_num(c.shared_max, nan=np.inf) > t.max_abs_delta]).tolist()
@@ -147,7 +145,7 @@ def judge_golden(
             band,
             t,
             kl_over=int(np.count_nonzero(c.kl > t.logit_kl)),
-            kl_where=f"at sample {c.sample[i]}, position {c.position[i]}" if len(c) else "",
+            kl_where=f"at {row_name(c, i)}" if len(c) else "",
             samples_over=over,
         )
     )
@@ -192,29 +190,38 @@ def stat_fails(
     elif t.logit_kl_stat == "max" and not stats["kl_max"] <= t.logit_kl:
         fails.append(
             f"{'some' if kl_over is None else kl_over} position(s) have a KL above the per-position limit "
-            f"{t.logit_kl:g} nats (no noise band; largest {stats['kl_max']:.3g}{' ' + kl_where if kl_where else ''})"
+            f"{t.logit_kl:g} nats (no noise band; largest KL {stats['kl_max']:.3g}{' ' + kl_where if kl_where else ''})"
         )
     elif t.logit_kl_stat == "p999" and not stats["kl_p999"] <= t.logit_kl:
         over = "more than 0.1 % of the positions" if kl_over is None else f"{kl_over} positions"
         fails.append(
             f"KL p99.9 {stats['kl_p999']:.3g} is above the per-position limit {t.logit_kl:g} nats: {over} exceed it, "
-            f"more than the 0.1 % that production noise may (no noise band; largest {stats['kl_max']:.3g}"
+            f"more than the 0.1 % that production noise may (no noise band; largest KL {stats['kl_max']:.3g}"
             f"{' ' + kl_where if kl_where else ''})"
         )
     nll, se = stats["nll_increase"], stats["nll_increase_se"]
     if t.max_nll_increase is not None and nll > t.max_nll_increase and nll > NLL_Z * se:
         fails.append(
-            f"systematic drift: the candidate's logprob of the corpus tokens is {nll:.3g} ± {se:.2g} nats/token "
-            f"lower than the baseline's (perplexity +{percent(math.expm1(nll))}), above {t.max_nll_increase:g} and "
-            f"{nll / se if se > 0 else math.inf:.1f} standard errors from 0"
+            f"systematic drift {nll:.3g} ± {se:.2g} nats/token > {t.max_nll_increase:g} "
+            f"({nll / se if se > 0 else math.inf:.1f} standard errors from 0): the candidate's logprob of the corpus "
+            f"tokens is lower than the baseline's (perplexity +{percent(math.expm1(nll))})"
         )
     if t.max_abs_delta is not None and (samples_over or not stats["max_abs_delta"] <= t.max_abs_delta):
-        listed = f"; samples {', '.join(map(str, samples_over[:5]))}" if samples_over else ""
+        listed = f"; golden rows {', '.join(map(str, samples_over[:5]))}" if samples_over else ""
         fails.append(
-            f"{len(samples_over) or 'some'} sample(s) have a max |Δ logprob| over shared top-k ids above "
+            f"{len(samples_over) or 'some'} golden row(s) have a max |Δ logprob| over shared top-k ids above "
             f"{t.max_abs_delta:g} (largest {stats['max_abs_delta']:.3g}{listed})"
         )
     return fails
+
+
+def row_name(c: Comparison, i: int) -> str:
+    """Where row ``i`` of the comparison is, in the words every output uses: ``golden row 7 (decode), position 256``.
+
+    Golden's rows are its own (each corpus document teacher-forced, then its decode continuation), not the
+    helpers' samples: "sample 7" in a 4-sample run reads as a sample that does not exist."""
+    phase = "decode" if bool(c.decode[i]) else "prefill"
+    return f"golden row {c.sample[i]} ({phase}), position {c.position[i]}"
 
 
 def worst_positions(c: Comparison, count: int = 10, texts: Sequence[str] | None = None) -> tuple[WorstPosition, ...]:

@@ -131,13 +131,13 @@ def test_a_doubling_under_kl_div_is_a_regression_and_a_rerun_is_within_noise() -
     judged = judge_vs_main(_result(pr), main, meta, alpha=0.01, min_ratio=1.5)
     assert judged.verdict is Verdict.FAIL
     assert (
-        judged.reasons[0].startswith("regression: per-sample mean k3 is 1.89x main")
+        judged.reasons[0].startswith("regression: per-sample mean k3 is 1.89× main")
         and "p < 0.001" in judged.reasons[0]
     )
     assert judged.reasons[1].startswith("absolute thresholds pass: mean_k3")
     info = judged.extra["vs_main"]
     assert info["regression"] and info["reruns"] == 5 and info["samples"] == 31 and info["baseline"] == "r1"
-    assert info["text"].endswith("× main, p < 0.001")
+    assert info["text"].endswith("× main's mean k3 (p < 0.001, floor 1.5×)")
 
     rerun = typical * np.exp(rng.normal(0, 0.3, per.shape[1]))
     clean = judge_vs_main(_result(rerun), main, meta, alpha=0.01, min_ratio=1.5)
@@ -177,7 +177,8 @@ def test_thresholds_suggest_from_a_store(tmp_path: Path, capsys: pytest.CaptureF
     _write(uri, helpers)
     assert main(["thresholds", "suggest", "--store", uri, "--flake-rate", "0.03", "--stats", "mean_k3,max"]) == 0
     out = capsys.readouterr().out
-    config = from_mapping(yaml.safe_load(out), source="suggested")
+    # Pasted into a config that configures the model (an override of any other model is refused).
+    config = from_mapping({**yaml.safe_load(out), "models": [{"name": "m", "path": "m", "tp": 2}]}, source="suggested")
     limits = config.thresholds_for("m", 2)
     rate = 0.03 / 2
     sd = float(np.std(np.log(means), ddof=1))

@@ -103,6 +103,7 @@ def test_record_and_check_through_s3(aws: str, config: str, tmp_path: Path, caps
     store = "s3://pb-cli/baselines"
     assert main(["baseline", "record", "--engine", "builtin", "--store", store, "--config", config]) == 0
     keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="pb-cli")["Contents"]]
+    keys = [k for k in keys if not k.startswith("baselines/.precisionbot-probe/")]  # the preflight's write probe
     assert len(keys) == 2 and all(k.startswith("baselines/builtin/") for k in keys)
     assert _check(config, store, tmp_path / "ok") == 0
     capsys.readouterr()
@@ -133,9 +134,12 @@ def test_no_baseline_is_inconclusive_and_a_corrupt_one_is_an_error(
     (npz,) = store.rglob("golden.npz")
     npz.write_bytes(npz.read_bytes()[:-100])
     capsys.readouterr()
-    assert _check(config, str(store), tmp_path / "corrupt") == 3
+    # Issue 36: one corrupt run is skipped with a warning naming it, never an exit 3 for the whole store; with
+    # no other baseline of the signature golden is INCONCLUSIVE, naming the run and the fix.
+    assert _check(config, str(store), tmp_path / "corrupt") == 2
     err = capsys.readouterr().err
     assert "golden.npz" in err and "sha256" in err and "Traceback" not in err
+    assert "re-record" not in err and "baseline quarantine" in err
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -257,3 +261,112 @@ def test_sizes_beyond_the_engine_context_are_refused_before_anything_runs(
         assert main(["check", "--engine-url", url, "--out", str(tmp_path / "o"), "--quiet"]) == 3
         assert "need 5,634 tokens per sequence" in capsys.readouterr().err
         assert not any(call.startswith("/generate") for call in behaviour.calls)
+
+
+class _Listener:
+    """A TCP port that records whether anything connected: an engine URL nobody may reach before the store
+    is verified (issue 36: a store error must cost no engine time)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.setblocking(False)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def contacted(self) -> bool:
+        try:
+            conn, _ = self.sock.accept()
+        except BlockingIOError:
+            return False
+        conn.close()
+        return True
+
+
+def test_a_bad_bucket_fails_before_the_engine_is_contacted(
+    aws: str, config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = _Listener()
+    try:
+        out = tmp_path / "out"
+        argv = ["check", "--engine-url", engine.url, "--config", config, "--out", str(out), "--quiet"]
+        assert main([*argv, "--baseline-store", "s3://no-such-bucket/x"]) == 3
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("precisionbot: error: the baseline store is not usable, no check ran: ")
+        assert "'no-such-bucket'" in line and "does not exist" in line
+        (golden,) = json.loads((out / "result.json").read_text())["checks"]  # for the report step
+        assert golden["verdict"] == "inconclusive" and "no-such-bucket" in golden["reasons"][0]
+        record = ["baseline", "record", "--engine-url", engine.url, "--config", config, "--quiet"]
+        assert main([*record, "--store", "s3://no-such-bucket/x"]) == 3
+        err = capsys.readouterr().err
+        assert "the baseline store is not usable, the engine was not started" in err and "no-such-bucket" in err
+        assert not engine.contacted()
+    finally:
+        engine.sock.close()
+
+
+def test_record_writes_a_probe_that_publish_ignores(aws: str, config: str, tmp_path: Path) -> None:
+    boto3.client("s3").create_bucket(Bucket="pb-probe")
+    assert main(["baseline", "record", "--engine", "builtin", "--store", "s3://pb-probe/b", "--config", config]) == 0
+    keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="pb-probe")["Contents"]]
+    assert len([k for k in keys if k.startswith("b/.precisionbot-probe/")]) == 1 and len(keys) == 3
+
+
+def test_a_store_failing_after_the_preflight_leaves_a_complete_result(
+    config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dataclasses import replace
+
+    from precisionbot.baselines import list_runs, load_arrays, new_run_id, now_utc, open_store, write_run
+
+    store = tmp_path / "store"
+    assert main(["baseline", "record", "--engine", "builtin", "--store", str(store), "--config", config]) == 0
+    opened = open_store(str(store))
+    (run,) = list_runs(opened)
+    # A newer good run of another signature (what the preflight reads), then the selected run's array made
+    # unreadable: a store error, not corrupt data (a directory where the file was).
+    other = replace(run, run_id=new_run_id(now_utc(), "default"), signature="0" * 16, created=now_utc().isoformat())
+    write_run(opened, other, {"golden": load_arrays(opened, run, "golden")})
+    npz = store / run.prefix / "golden.npz"
+    npz.unlink()
+    npz.mkdir()
+    capsys.readouterr()
+    out = tmp_path / "out"
+    argv = ["check", "--engine", "builtin", "--config", config, "--checks", "match,golden", "--out", str(out)]
+    assert main([*argv, "--baseline-store", str(store), "--quiet"]) == 2
+    checks = {c["name"]: c for c in json.loads((out / "result.json").read_text())["checks"]}
+    assert checks["match"]["verdict"] == "pass"  # kept
+    assert checks["golden"]["verdict"] == "inconclusive"
+    assert checks["golden"]["reasons"][0].startswith("the baseline store failed: cannot read ")
+
+
+def test_a_store_given_to_a_suite_without_golden_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the shipped defaults: the consistency suite has no golden
+    argv = ["check", "--engine", "builtin", "--fault", "attn-p-fp8", "--samples", "4", "--max-new-tokens", "8"]
+    main([*argv, "--baseline-store", str(tmp_path / "s"), "--out", str(tmp_path / "o"), "--quiet"])
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "no golden check" in line]
+    assert warnings == [
+        "precisionbot: warning: a baseline store was given, but suite 'consistency' has no golden check (it is "
+        "read only for the helpers' comparison with main's noise): golden does not run; add it with "
+        "`--checks match,prefill_cache_hit,decode_cache_hit,golden` or `--suite pr`"
+    ]
+
+
+def test_main_noise_skipped_for_other_sizes_is_said_on_stderr_and_in_the_comment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "store")
+    engine = ["--engine", "builtin", "--model-preset", "tiny"]
+    assert main(["baseline", "record", *engine, "--store", store, "--reruns", "3", *SIZES, "--quiet"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "pr"
+    other = [*SIZES[:1], "5", *SIZES[2:]]  # 5 samples where main's reruns have 4
+    argv = ["check", *engine, "--suite", "pr", "--checks", "match", "--store", store, "--out", str(out), *other]
+    main([*argv, "--quiet"])
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: not compared")]
+    assert len(notes) == 1 and "main's reruns were recorded at other sizes (samples 4 vs 5" in notes[0]
+    assert main(["report", str(out)]) in (0, 1, 2)
+    assert "not compared with main's noise: main's reruns were recorded at other sizes" in capsys.readouterr().out

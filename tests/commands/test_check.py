@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,52 @@ def test_unreachable_engine_is_a_setup_error_with_the_fix(tmp_path: Path) -> Non
     assert message.endswith("; start the server or fix --engine-url") and "\n" not in message
     result = read_result(tmp_path)  # still written, so a report step can say why
     assert result.verdict.value == "inconclusive" and result.engine.kind == "sglang"
-    assert all(c.reasons[0].startswith("engine unavailable: ") for c in result.checks)
+    # ... and it says what the exit code says: a setup error, in the words stderr printed.
+    assert all(c.reasons == (f"setup error (exit 3): {message}",) for c in result.checks)
+    raw = json.loads((tmp_path / "result.json").read_text())
+    assert raw["setup_error"] == {"exit_code": 3, "message": message}
+
+
+@pytest.mark.parametrize("kind", ["sglang", "vllm", "openai"])
+def test_a_malformed_answer_is_inconclusive_on_every_engine_kind(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same fault, the same exit: an engine that answers a check with bytes that are not JSON makes the checks
+    INCONCLUSIVE naming it (exit 2), whichever client reads it; the table says each distinct reason once."""
+    from tests.support.fake_vllm import fake_vllm
+
+    with ExitStack() as stack:
+        if kind == "sglang":
+            url, _ = stack.enter_context(fake_sglang(Behaviour(mode="bad_json")))
+        else:
+            url = stack.enter_context(fake_vllm("vllm_bad_json"))
+        code = _main(["--engine-url", url, "--engine-kind", kind, *SMALL, "--out", str(tmp_path)])
+    assert code == 2
+    result = read_result(tmp_path)
+    assert "setup_error" not in json.loads((tmp_path / "result.json").read_text())
+    reasons = {c.reasons[0] for c in result.checks}
+    assert any("answered invalid JSON" in r for r in reasons), reasons
+    out = capsys.readouterr().out
+    for reason in reasons:
+        assert out.count(reason) == 1, out
+
+
+def test_one_reason_is_printed_once_where_stdout_and_stderr_meet(tmp_path: Path) -> None:
+    """Four checks with one reason: one line in the table, and no stderr copy when both streams are one file."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "log"
+    with fake_sglang(Behaviour(mode="bad_json")) as (url, _), log.open("w") as f:
+        argv = ["check", "--engine-url", url, "--checks", "match,prefill_cache_hit,decode_cache_hit,cache_consistency"]
+        argv += [*SMALL, "--out", str(tmp_path / "out")]
+        code = subprocess.run(
+            [sys.executable, "-m", "precisionbot", *argv], stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, check=False
+        ).returncode
+    text = log.read_text()
+    assert code == 2, text
+    assert text.count("answered invalid JSON") == 1, text
+    assert "match, prefill_cache_hit, decode_cache_hit, cache_consistency: could not run: " in text
 
 
 @pytest.mark.parametrize("url", ["notaurl", "ftp://host/x", "http://", "http://127.0.0.1:99999"])
@@ -116,7 +162,7 @@ def test_a_failing_launch_command_is_a_setup_error(tmp_path: Path, capsys: pytes
     cfg.write_text(
         "engine:\n"
         "  kind: sglang\n"
-        f"  launch: {sys.executable} -c 'print(24680); raise SystemExit(4)' {{port}}\n"
+        f"  launch: {sys.executable} -c 'print(24680); raise SystemExit(4)' {{model}} {{port}}\n"
         "  health_timeout_s: 30\n"
         "models:\n"
         "  - name: toy\n"
@@ -178,7 +224,7 @@ def test_launch_from_config_template(tmp_path: Path, monkeypatch: pytest.MonkeyP
     cfg.write_text(
         "engine:\n"
         "  kind: sglang\n"
-        f"  launch: {sys.executable} -m tests.support.fake_sglang --port {{port}} {{args}}\n"
+        f"  launch: {sys.executable} -m tests.support.fake_sglang --model-path {{model}} --port {{port}} {{args}}\n"
         "  health_timeout_s: 30\n"
         "models:\n"
         "  - name: toy\n"
@@ -271,7 +317,7 @@ def test_a_stalled_launched_engine_is_reported_with_its_log(
     cfg.write_text(
         "engine:\n"
         "  kind: sglang\n"
-        f"  launch: {sys.executable} -m tests.support.fake_sglang --hang --port {{port}} {{args}}\n"
+        f"  launch: {sys.executable} -m tests.support.fake_sglang --hang --model-path {{model}} --port {{port}}\n"
         "  health_timeout_s: 30\n"
         "  request_timeout_s: 0.5\n"
         "models:\n"
@@ -346,7 +392,7 @@ def test_a_launch_the_engine_refused_quotes_its_log(
     )
     cfg = tmp_path / "precision.yml"
     cfg.write_text(
-        f"engine:\n  kind: llamacpp\n  launch: {sys.executable} {script} --port {{port}}\n"
+        f"engine:\n  kind: llamacpp\n  launch: {sys.executable} {script} -m {{model}} --port {{port}}\n"
         "models:\n  - name: toy\n    path: toy-model\n"
     )
     argv = ["check", "--engine", "launch", "--config", str(cfg), *SMALL, "--out", str(tmp_path / "o")]
@@ -362,11 +408,47 @@ def test_a_launch_the_engine_refused_quotes_its_log(
 def test_a_suite_below_a_detection_floor_is_warned_about(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # 64 new tokens with decode_cache_hit: below the size at which the builtin engine's
     # cache-decode-kv-rounded was caught (docs/builtin-engine.md); the warning comes before any engine call.
-    with fake_sglang() as (url, _):
-        argv = ["--engine-url", url, "--samples", "3", "--max-new-tokens", "64", "--prompt-tokens", "12..20"]
-        code = _main([*argv, "--out", str(tmp_path / "loud")])
-        assert code == 0
-        _main(["--engine-url", url, *SMALL, "--out", str(tmp_path / "quiet")])
+    sizes = ["--checks", "decode_cache_hit", "--samples", "2", "--max-new-tokens", "64", "--prompt-tokens", "12..20"]
+    builtin = ["--engine", "builtin", "--model-preset", "tiny", *sizes]
+    assert _main([*builtin, "--out", str(tmp_path / "loud")]) == 0
     err = capsys.readouterr().err
     assert err.count("precisionbot: warning: suite 'consistency': decode_cache_hit at 64 new tokens") == 1
     assert "cache-decode-kv-rounded (256 new tokens" in err
+    assert _main([*builtin, "--quiet", "--out", str(tmp_path / "quiet")]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_the_builtin_engines_floors_are_not_warned_about_for_another_engine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The floors are the builtin engine's faults': an SGLang (or vLLM) server at the same sizes gets no warning.
+    with fake_sglang() as (url, _):
+        argv = ["--engine-url", url, "--samples", "3", "--max-new-tokens", "64", "--prompt-tokens", "12..20"]
+        assert _main([*argv, "--out", str(tmp_path)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_base_url_and_output_are_aliases(tmp_path: Path) -> None:
+    """SGLang's and vLLM's benchmark tools say --base-url; `report` says --output: check takes both."""
+    with fake_sglang() as (url, _):
+        assert _main(["--base-url", url, *SMALL, "--checks", "match", "--output", str(tmp_path / "o")]) == 0
+    assert read_result(tmp_path / "o").engine.url == url
+
+
+@pytest.mark.parametrize(
+    ("value", "fix"),
+    [
+        ("sglang", "for a running SGLang server pass --engine-url URL --engine-kind sglang"),
+        ("vllm", "for a running vLLM server pass --engine-url URL --engine-kind vllm"),
+        ("bultin", "for a server that is already running pass --engine-url URL (and --engine-kind KIND)"),
+    ],
+)
+def test_an_engine_kind_given_to_engine_is_one_line_with_the_fix(
+    value: str, fix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from precisionbot.cli import main
+
+    assert main(["check", "--engine", value, "--out", str(tmp_path)]) == 3
+    captured = capsys.readouterr()
+    expected = f"precisionbot: error: --engine takes builtin or launch (got {value!r}); {fix}"
+    assert captured.err.splitlines() == [expected]

@@ -46,13 +46,14 @@ def test_example_file_loads_and_resolves_overrides() -> None:
 def test_threshold_overrides_by_model_and_tp() -> None:
     c = from_mapping(
         {
+            "models": [{"name": "m", "path": "org/m", "tp": 4}, {"name": "m", "path": "org/m", "tp": 2}],
             "thresholds": {
                 "default": {"max_token_k3": 0.8},
                 "overrides": {
                     "m@tp4": {"kl_div": 0.005, "deterministic": {"kl_div": "1e-8"}},
                     "m": {"kl_div": 0.02},
                 },
-            }
+            },
         }
     )
     at4 = c.thresholds_for("m", 4)
@@ -67,7 +68,13 @@ def test_threshold_overrides_by_model_and_tp() -> None:
 
 def test_a_models_thresholds_and_launch_args_are_spelled_once() -> None:
     """``thresholds_for_model`` and ``launch_args`` give what their call sites spelled out before."""
-    c = from_mapping({"engine": {"args": "--page-size 16"}, "thresholds": {"overrides": {"m@tp4": {"kl_div": 0.005}}}})
+    c = from_mapping(
+        {
+            "engine": {"args": "--page-size 16"},
+            "models": [{"name": "m", "path": "org/m", "tp": 4}],
+            "thresholds": {"overrides": {"m@tp4": {"kl_div": 0.005}}},
+        }
+    )
     m, bare = ModelConfig(name="m", path="org/m", tp=4, args="--dtype bf16"), ModelConfig(name="m", path="p", tp=2)
     for model in (m, bare, None):
         for profile in (None, "default", "deterministic"):

@@ -91,6 +91,17 @@ def test_a_server_not_set_up_names_the_fix(mode: str, fix: str) -> None:
     assert fix in str(err.value)
 
 
+def test_a_malformed_probe_answer_is_left_to_the_checks_not_blamed_on_the_set_up() -> None:
+    # Not JSON at all is the engine answering badly, as SGLang's /generate can: the set-up probe does not turn it
+    # into a setup error (exit 3) with a wrong fix; the first check's request meets it and says so (exit 2).
+    with fake_vllm("vllm_bad_json") as url:
+        engine = VLLMEngine(url)
+        assert engine.server_info().raw["block_size"] == 16
+        with pytest.raises(EngineError, match=r"/v1/completions answered invalid JSON"):
+            engine.generate([GenerateRequest((1, 2, 3), 2)])
+        engine.close()
+
+
 def test_a_missing_cached_token_count_is_an_error_naming_the_flag() -> None:
     with fake_vllm("vllm_no_details") as url:
         engine = VLLMEngine(url)

@@ -77,7 +77,7 @@ def test_bit_identical_main_and_edge_cases() -> None:
     assert same is not None and same.p_value == 0.5 and not same.regression and same.ratio == 1.0
     worse = ns.compare_to_main(main, np.full(6, 4e-4))
     assert worse is not None and worse.p_value == 0.0 and worse.regression
-    assert ns.describe(worse) == "2× main, p < 0.001"
+    assert ns.describe(worse) == "2× main's mean k3 (p < 0.001, floor 1.5×)"
     assert ns.describe(same).startswith("within main's noise (1× main")
     # Exact (0) samples on both sides compare equal through the floor, not as log(0).
     zeros = ns.compare_to_main(np.zeros((3, 5)), np.zeros(5))

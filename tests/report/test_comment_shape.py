@@ -133,5 +133,5 @@ def test_why_golden_positions_vary_between_runs_is_said() -> None:
         stats={"kl_p50": 0.0, "kl_p99": 1e-4, "kl_max": 0.1, "decode_divergence": [{"sample": 3, "step": 5}]},
     )
     line = kl_line(golden)
-    assert "1 sample(s) generated another token than the baseline" in line
+    assert "1 decode row(s) generated another token than the baseline" in line
     assert "the position count moves" in line

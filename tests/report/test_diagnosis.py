@@ -156,7 +156,7 @@ def test_the_helper_finding_comes_first() -> None:
     checks = [chk("match", P), chk("prefill_cache_hit", F, worst=[(0.51, 0.455, True)])]
     found = diagnose(checks)
     assert found[0].code == "prefill_restore"
-    assert "match is clean" in found[0].text and "0.51 nats" in found[0].text
+    assert "match passes" in found[0].text and "0.51 nats" in found[0].text
     assert found[0].check == "prefill_cache_hit"
 
 

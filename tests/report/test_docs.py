@@ -91,7 +91,7 @@ def test_data_dependent_wording_of_a_finding_passes() -> None:
         ("| 1 | mean", "| 4 | mean", "match Flips"),  # 3 more, past the slack of 2
         ("4 (3 confident)", "4 (0 confident)", "golden Flips"),
         ("| golden | ❌ fail | 1,030 |", "| golden | ❌ fail | 2,060 |", "golden Positions"),  # twice the rows
-        ("; systematic drift:", "; a drift:", "golden Why"),
+        ("confident-flip margin 1 nat (+2 more below)", "confident-flip margin 1 nat", "golden Why"),
         (_row("decode\\_cache\\_hit") + "\n", "", "checks in the table"),
         (
             "- prefill\\_cache\\_hit: every sample diverges (4 of 4): a shift shared by all requests (a common "

@@ -117,4 +117,4 @@ def test_bucket_shapes() -> None:
 
 def test_a_value_just_over_a_threshold_never_reads_as_equal_to_it() -> None:
     assert read_position(pos(0.1004)).why == "|Δ| 0.1004 > 0.1"
-    assert read_position(pos(0.05, 0.4001, True)).why == "flip at gap 0.4001 > 0.4"
+    assert read_position(pos(0.05, 0.4001, True)).why == "flip at gap 0.4001 > 0.4, the systematic-flip gap"

@@ -102,7 +102,7 @@ def test_the_comment_view_and_the_page_say_the_same() -> None:
     sections = scenarios.prefill_restore()
     page = "".join(parse(render_html(sections)).text)
     for sentence in (
-        "prefill_cache_hit diverged while match is clean",
+        "prefill_cache_hit diverged while match passes",
         "prefill_cache_hit at sample 0, position 1541",
         "mean k3 0.081 ≥ kl_div 0.0025",
     ):

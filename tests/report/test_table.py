@@ -95,8 +95,8 @@ def test_a_text_less_token_borrows_the_text_of_the_same_id_elsewhere() -> None:
     text = render_comment([scenarios.ReportSection("x", scenarios.run([helper, golden], baseline=None))])
     worst = next(t for t in markdown.tables(text) if "Token" in t.header)
     tokens = {(r[0], r[1]): r[2] for r in worst.rows}
-    assert tokens[("golden", "4 · 4,096")] == ". (id 46)"
-    assert tokens[("golden", "5 · 4,097")] == "id 99 (no text: test took another token)"
+    assert tokens[("golden", "row 4 · 4,096")] == ". (id 46)"
+    assert tokens[("golden", "row 5 · 4,097")] == "id 99 (no text: test took another token)"
     assert "(scored token “.”, gap 1.04 nats)" in text
 
 

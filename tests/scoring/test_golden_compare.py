@@ -93,7 +93,7 @@ def test_confident_flip_fails_and_is_named(base: tuple[np.ndarray, np.ndarray]) 
     bad[row, np.argsort(-lp[row])[1]] += 2 * (srt[row, -1] - srt[row, -2]) + 1
     verdict, reasons, stats, _ = _judge(ref, _record(bad, tokens))
     assert verdict is Verdict.FAIL
-    assert stats["confident_flips"] == 1 and f"position {row + 1}:" in reasons[0]
+    assert stats["confident_flips"] == 1 and f"position {row + 1})" in reasons[0]
 
 
 def test_band_absorbs_noise_of_its_size_and_fails_bigger_noise(base: tuple[np.ndarray, np.ndarray]) -> None:

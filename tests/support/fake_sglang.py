@@ -256,6 +256,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--model-path", help="ignored: the fake serves its own model")
     parser.add_argument("--die", action="store_true", help="print a log line and exit 7 (a crashing engine)")
     parser.add_argument("--never-healthy", action="store_true")
     parser.add_argument("--hang", action="store_true", help="log a line, then never answer /generate (a stall)")

@@ -2,7 +2,8 @@
 
 Modes ``vllm*`` add what a vLLM server started for the ``vllm`` kind answers: ``/version``, ``/metrics``
 (``vllm:cache_config_info``), the dev-mode flush and ``usage.prompt_tokens_details``; ``vllm_no_dev`` lacks
-the flush (404), ``vllm_no_details`` the cached-token counts."""
+the flush (404), ``vllm_no_details`` the cached-token counts; ``vllm_bad_json`` answers every ``/v1/completions`` with
+bytes that are not JSON (a malformed answer: the same fault as the SGLang fake's ``bad_json``)."""
 
 from __future__ import annotations
 
@@ -74,8 +75,8 @@ def fake_vllm(mode: str = "ok") -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-        def _send(self, code: int, body: Any) -> None:
-            data = json.dumps(body).encode()
+        def _send(self, code: int, body: Any, raw: bytes | None = None) -> None:
+            data = raw if raw is not None else json.dumps(body).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -101,7 +102,9 @@ def fake_vllm(mode: str = "ok") -> Iterator[str]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            if self.path == "/v1/completions":
+            if self.path == "/v1/completions" and mode == "vllm_bad_json":
+                self._send(200, None, raw=b"{not json")
+            elif self.path == "/v1/completions":
                 self._send(200, _completion(body, mode))
             elif self.path == "/reset_prefix_cache" and mode.startswith("vllm") and mode != "vllm_no_dev":
                 self._send(200, {"success": True})

@@ -11,13 +11,21 @@ The commands open the store once and hand the object to whatever needs it; nothi
 
 from __future__ import annotations
 
-from precisionbot.baselines.store.base import Store, check_key
+from precisionbot.baselines.store.base import CorruptObject, ObjectNotFound, Store, check_key
 from precisionbot.baselines.store.local import LocalStore
 from precisionbot.config.fields import store_uri_problem
 from precisionbot.config.settings import DEFAULT_STORE_URI
 from precisionbot.errors import StoreError
 
-__all__ = ["DEFAULT_STORE_URI", "LocalStore", "Store", "check_key", "open_store"]
+__all__ = [
+    "DEFAULT_STORE_URI",
+    "CorruptObject",
+    "LocalStore",
+    "ObjectNotFound",
+    "Store",
+    "check_key",
+    "open_store",
+]
 
 
 def open_store(uri: str | None) -> Store:

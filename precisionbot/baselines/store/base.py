@@ -40,6 +40,16 @@ class Store(Protocol):
         ...
 
 
+class ObjectNotFound(StoreError):
+    """``get_bytes`` of a key the store does not hold."""
+
+
+class CorruptObject(StoreError):
+    """An object that was read but is not what was written: truncated, failing its sha256, not parsing, or
+    listed by its run's ``meta.json`` and missing. A data problem of one run (listing and selection skip the
+    run), unlike a store that cannot be reached or refuses a call (an error for the whole command)."""
+
+
 def check_key(key: str) -> str:
     """Reject keys that could escape the store's root or collide after normalisation."""
     parts = key.split("/")

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from precisionbot.baselines.store.base import check_key
+from precisionbot.baselines.store.base import ObjectNotFound, check_key
 from precisionbot.errors import StoreError
 
 
@@ -56,7 +56,7 @@ class LocalStore:
         try:
             return path.read_bytes()
         except FileNotFoundError as exc:
-            raise StoreError(f"baseline store object {key} not found in {self.uri}") from exc
+            raise ObjectNotFound(f"baseline store object {key} not found in {self.uri}") from exc
         except OSError as exc:
             raise StoreError(f"cannot read {key} from baseline store {self.uri}: {exc.strerror or exc}") from exc
 

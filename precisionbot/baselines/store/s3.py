@@ -19,7 +19,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from precisionbot.baselines.store.base import check_key
+from precisionbot.baselines.store.base import CorruptObject, ObjectNotFound, check_key
 from precisionbot.errors import StoreError
 
 if TYPE_CHECKING:
@@ -75,11 +75,11 @@ class S3Store:
             body: bytes = response["Body"].read()
         except _ERRORS as exc:
             if _error_code(exc) in ("NoSuchKey", "404"):
-                raise StoreError(f"baseline store object {key} not found in {self.uri}") from exc
+                raise ObjectNotFound(f"baseline store object {key} not found in {self.uri}") from exc
             raise self._fail("read", key, exc) from exc
         expected = response.get("ContentLength")
         if expected is not None and expected != len(body):
-            raise StoreError(
+            raise CorruptObject(
                 f"baseline store object {key} in {self.uri} is truncated ({len(body)} of {expected} bytes)"
             )
         return body
