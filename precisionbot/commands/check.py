@@ -186,15 +186,21 @@ def _preflight(req: CheckRequest, store: Any, readers: tuple[str, ...]) -> None:
     try:
         preflight_check_store(store, readers, req.model)
     except StoreError as exc:
-        reason = f"the baseline store is not usable, no check ran: {exc}"
-        result = RunResult.from_checks(
-            [CheckResult.inconclusive(name, reason) for name in req.suite.checks],
-            signature="",
-            engine=EngineInfo(url=req.engine.url or "", kind=req.engine.kind),
-            environment={"suite": req.suite.name, "profile": req.profile},
-        )
-        write_result(req.out, result)
-        raise StoreError(reason) from exc
+        error = StoreError(f"the baseline store is not usable, no check ran: {exc}")
+        write_result(req.out, _setup_failure(req, error))
+        raise error from exc
+
+
+def _setup_failure(req: CheckRequest, error: Exception) -> RunResult:
+    """result.json of a run stopped by a setup error before any check ran (exit 3): schema 1 has no verdict for
+    it, so every check is INCONCLUSIVE with the error as its reason, and ``setup_error`` names the exit code."""
+    return RunResult.from_checks(
+        [CheckResult.inconclusive(name, f"{SETUP_ERROR_PREFIX}{error}") for name in req.suite.checks],
+        signature="",
+        engine=EngineInfo(url=req.engine.url or "", kind=req.engine.kind),
+        environment={"suite": req.suite.name, "profile": req.profile},
+        extra={"setup_error": {"exit_code": 3, "message": str(error)}},
+    )
 
 
 def _run_engine(req: CheckRequest, store: Any) -> tuple[RunResult, dict[str, Any], bool]:
@@ -243,21 +249,19 @@ def _run_engine(req: CheckRequest, store: Any) -> tuple[RunResult, dict[str, Any
                 result = _localize_failure(result, engine.url, req.config, req.out)
             return result, done.records, True
     except EngineError as exc:
-        error = None if started else unusable(exc, req.engine)
-        # Before any check ran the engine we were told to use is not there: a setup error (exit 3), and
-        # result.json says so in the same words (schema 1 has no verdict for it: the checks are INCONCLUSIVE,
-        # their reason and `setup_error` name the exit code). Once it answered, its failure is a result about it.
-        reason = f"engine unavailable: {exc}" if error is None else f"{SETUP_ERROR_PREFIX}{error}"
+        if not started:
+            # The engine we were told to use is not there: a setup error (exit 3), and result.json says so in
+            # the same words, for the report step.
+            error = unusable(exc, req.engine)
+            write_result(req.out, _setup_failure(req, error))
+            raise error from exc
+        # Once it answered, its failure is a result about the engine, not an error of ours.
         result = RunResult.from_checks(
-            [CheckResult.inconclusive(name, reason) for name in req.suite.checks],
+            [CheckResult.inconclusive(name, f"engine unavailable: {exc}") for name in req.suite.checks],
             signature="",
             engine=EngineInfo(url=req.engine.url or "", kind=req.engine.kind),
             environment={"suite": req.suite.name, "profile": req.profile},
-            extra={} if error is None else {"setup_error": {"exit_code": 3, "message": str(error)}},
         )
-        if error is not None:
-            write_result(req.out, result)  # so a report step can still say why
-            raise error from exc
         return result, {}, started
 
 

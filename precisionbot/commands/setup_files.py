@@ -397,7 +397,7 @@ missing, one line per finding, with the fix.
 2. The instance profile `precisionbot-runner`: `{IAM_DIR}/gpu-read-baselines.json` only (PR code can use it).
 3. The network: a security group with no ingress and egress to HTTPS only (docs/runners.md, *Network*).
 4. A token that registers runners (Administration: write): a GitHub App, variable `PRECISIONBOT_APP_CLIENT_ID`
-   and secret `PRECISIONBOT_APP_KEY`, or a fine-grained token as the secret `PRECISIONBOT_RUNNER_TOKEN`, in the
+   and secret `PRECISIONBOT_APP_PRIVATE_KEY`, or a fine-grained token as the secret `PRECISIONBOT_RUNNER_TOKEN`, in the
    `precisionbot` environment, never in the repository's secrets.
 5. The AMI: an image id (`ami-...`, not a name) with the GPU driver, in the role's region.
 6. In `{CONFIG_PATH}`: `runner.kind: ec2` and the `region`, `instance_type`, `ami`, `subnet`,

@@ -296,6 +296,8 @@ def test_a_bad_bucket_fails_before_the_engine_is_contacted(
         assert "'no-such-bucket'" in line and "does not exist" in line
         (golden,) = json.loads((out / "result.json").read_text())["checks"]  # for the report step
         assert golden["verdict"] == "inconclusive" and "no-such-bucket" in golden["reasons"][0]
+        assert golden["reasons"][0].startswith("setup error (exit 3): the baseline store is not usable")
+        assert json.loads((out / "result.json").read_text())["setup_error"]["exit_code"] == 3  # as an engine's
         record = ["baseline", "record", "--engine-url", engine.url, "--config", config, "--quiet"]
         assert main([*record, "--store", "s3://no-such-bucket/x"]) == 3
         err = capsys.readouterr().err
