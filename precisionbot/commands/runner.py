@@ -264,6 +264,7 @@ def _plan(request: _LaunchRequest, clock: Clock) -> _LaunchPlan:
         raise ConfigError(
             "--ami is required: runner launch needs --ami (or runner.ami in the config), an AMI with the GPU driver"
         )
+    _refuse_misspelled_aws_names(request)
     if request.token is None:
         raise ConfigError(
             f"runner launch needs a token with repository administration: write in {envvars.GITHUB_TOKEN} "
@@ -313,6 +314,21 @@ def _plan(request: _LaunchRequest, clock: Clock) -> _LaunchPlan:
         wait_timeout_s=request.wait_timeout_s,
         poll_interval_s=request.poll_interval_s,
     )
+
+
+def _refuse_misspelled_aws_names(request: _LaunchRequest) -> None:
+    """``--ami``, ``--region`` and ``--instance-type`` checked by the rules ``config validate`` applies to the
+    config's ``runner:`` (a flag overrides the config, so it gets the same check before any AWS call)."""
+    from precisionbot.config.aws_names import ami_problem, instance_type_problem, region_problem
+
+    for flag, value, rule in (
+        ("--ami", request.ami, ami_problem),
+        ("--region", request.region, region_problem),
+        ("--instance-type", request.instance_type, instance_type_problem),
+    ):
+        problem = rule(value) if value else None
+        if problem is not None:
+            raise ConfigError(f"{flag} {problem[0]}; {problem[1]}")
 
 
 def _runner_label(label: str | None) -> str:

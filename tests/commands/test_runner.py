@@ -179,6 +179,10 @@ def test_pool_config_launches_nothing(tmp_path: Path, capsys: pytest.CaptureFixt
         ("no-aws-credentials", [], r"no AWS credentials found"),
         ("aws-unreachable", [], r"cannot read AMI .*AWS_ENDPOINT_URL"),
         ("none", ["--ami", ""], r"needs --ami"),
+        # The config's runner: rules, on the flags that override it, before any AWS call.
+        ("none", ["--ami", "ubuntu-22.04"], r"--ami is not an AMI id .*describe-images"),
+        ("none", ["--region", "us-west2"], r"--region is not an AWS region .*did you mean 'us-west-2'"),
+        ("none", ["--instance-type", "g6e.xlarg"], r"--instance-type is not an EC2 instance type .*'g6e.xlarge'"),
     ],
 )
 def test_launch_errors_are_one_line_and_exit_3(
