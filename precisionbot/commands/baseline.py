@@ -516,14 +516,20 @@ def _history(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from precisionbot.baselines import find_run
+    from precisionbot.baselines.quarantine import read_markers
 
     store = _existing_store(_store_uri(args))
     run = find_run(store, args.run)
+    # A quarantined run is still shown (its marker says why listing and selection skip it).
+    marker = next((m for m in read_markers(store) if m.run_id == run.run_id), None)
     if args.json:
-        print(json.dumps(run.to_dict(), indent=2, sort_keys=True))
+        shown = run.to_dict() | ({} if marker is None else {"quarantined": marker.__dict__})
+        print(json.dumps(shown, indent=2, sort_keys=True))
         return 0
     out = sys.stdout
     out.write(f"run        {run.run_id}\n")
+    if marker is not None:
+        out.write(f"quarantined by {marker.by} at {marker.at}: {marker.reason} (listing and selection skip it)\n")
     out.write(f"key        {store.uri}/{run.prefix}\n")
     out.write(f"model      {run.model}\n")
     out.write(f"created    {run.created}\n")

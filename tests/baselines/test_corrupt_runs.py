@@ -197,3 +197,21 @@ def test_baseline_list_and_quarantine_through_the_cli(store: Store, capsys: pyte
     assert f"quarantined {bad.run_id} ({key}) by alice at " in listed.out and "truncated upload" in listed.out
     assert main([*argv, "--store", store.uri]) == 3
     assert "already quarantined" in capsys.readouterr().err
+
+
+def test_baseline_show_says_a_run_is_quarantined(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from precisionbot.cli import main
+
+    good, kept = _run(store, 0), _run(store, 5)
+    argv = ["baseline", "quarantine", good.run_id, "--reason", "built from the wrong branch", "--by", "bob"]
+    assert main([*argv, "--store", store.uri]) == 0
+    capsys.readouterr()
+    assert main(["baseline", "show", good.run_id, "--store", store.uri]) == 0
+    shown = capsys.readouterr().out
+    assert "quarantined by bob at " in shown and "built from the wrong branch" in shown
+    assert main(["baseline", "show", good.run_id, "--store", store.uri, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["quarantined"]["reason"] == "built from the wrong branch"
+    assert main(["baseline", "show", kept.run_id, "--store", store.uri]) == 0
+    assert "quarantined" not in capsys.readouterr().out
