@@ -207,13 +207,13 @@ def select_golden(store: Store, model: str, signature: str) -> tuple[list[RunMet
     for meta in runs(store, _prefix(model, signature)):
         if meta.label == "failed":
             continue
-        record = _golden_or_warn(store, meta)
+        record = golden_or_warn(store, meta)
         if record is None:
             broken.append(meta.prefix + META_NAME)
             continue
         producers, records = [meta], [record]
         for other in band_runs(store, meta)[1:]:
-            found = _golden_or_warn(store, other)
+            found = golden_or_warn(store, other)
             if found is not None:
                 producers.append(other)
                 records.append(found)
@@ -227,7 +227,8 @@ def select_golden(store: Store, model: str, signature: str) -> tuple[list[RunMet
     return None
 
 
-def _golden_or_warn(store: Store, meta: RunMeta) -> GoldenRecord | None:
+def golden_or_warn(store: Store, meta: RunMeta) -> GoldenRecord | None:
+    """The run's golden record, or None when it is corrupt (skipped with its one warning)."""
     try:
         return load_golden(store, meta)
     except CorruptObject as exc:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from precisionbot.baselines.accept import accepted
-from precisionbot.baselines.catalog import list_runs, load_golden
+from precisionbot.baselines.catalog import golden_or_warn, list_runs
 from precisionbot.baselines.helper_reruns import HelperRuns, load_helpers
 from precisionbot.baselines.record import META_NAME, RunMeta
 from precisionbot.baselines.skips import warn_skipped
@@ -68,11 +68,7 @@ def _golden(store: Store, meta: RunMeta) -> GoldenRecord | None:
     """The run's golden record; None without one or when it is corrupt (skipped with its warning)."""
     if not isinstance(meta.extra.get("golden"), dict):
         return None
-    try:
-        return load_golden(store, meta)
-    except CorruptObject as exc:
-        warn_skipped(store, meta.prefix + META_NAME, str(exc))
-        return None
+    return golden_or_warn(store, meta)
 
 
 def _helpers(store: Store, meta: RunMeta) -> HelperRuns | None:
