@@ -95,6 +95,10 @@ def register(subparsers: Any) -> None:
     r.add_argument("--grace-minutes", type=float, default=30.0, help="leave offline runners younger than this")
     r.set_defaults(handler=_reap)
 
+    from precisionbot.commands.runner_host import register_agent
+
+    register_agent(sub)
+
 
 def _log(message: str) -> None:
     print(f"precisionbot: {message}", file=sys.stderr, flush=True)
@@ -194,6 +198,14 @@ def _launch(args: argparse.Namespace) -> int:
     rc = _load_runner_config(args.config, args.model)
     if rc.kind == "pool":
         return _use_pool(rc.labels)
+    if rc.kind == "host":
+        from precisionbot.commands.runner_host import queue_host_job
+
+        gh_env = _github_env()
+        run_id = args.run_id or gh_env.run_id or f"local{int(clock.now().timestamp())}"
+        label = _runner_label(args.label)
+        _emit(queue_host_job(rc, args.repo or gh_env.repository, run_id, args.pr, label, args.ttl_minutes, _log))
+        return 0
     gh = _github_env()
     request = _LaunchRequest(
         repo=args.repo or gh.repository,

@@ -210,6 +210,8 @@ def _parse_runner(r: Reader, base: RunnerConfig) -> RunnerConfig:
         runner_version=r.opt_string("runner_version", base.runner_version),
         runner_sha256=r.opt_string("runner_sha256", base.runner_sha256),
         runner_user=r.opt_string("runner_user", base.runner_user),
+        queue=r.opt_string("queue", base.queue),
+        gpus=r.positive_int("gpus", base.gpus),
     )
 
 

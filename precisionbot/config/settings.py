@@ -23,7 +23,7 @@ DEFAULT_CONFIG_PATH = ".github/precision.yml"
 CONFIG_MAX_BYTES = 1024 * 1024
 """A config is a few KiB; a bigger file is a mistake (or hostile)."""
 ENGINE_KINDS = ("sglang", "openai", "builtin", "llamacpp", "vllm")
-RUNNER_KINDS = ("ec2", "pool")
+RUNNER_KINDS = ("ec2", "pool", "host")
 PROFILES = ("default", "deterministic")
 PERMISSION_LEVELS = ("read", "triage", "write", "maintain", "admin")
 LAUNCH_PLACEHOLDERS = ("model", "tp", "port", "args")
@@ -98,6 +98,10 @@ class RunnerConfig:
     """sha256 of that version's runner tarball, verified on the instance before it runs (x64 tarball)."""
     runner_user: str | None = None
     """The instance account the job runs as; None = ``precisionbot-runner``, created without sudo."""
+    queue: str | None = None
+    """``kind: host``: the store URI of the job queue the hosts' agents read (``s3://bucket/host-queue``)."""
+    gpus: int = 1
+    """``kind: host``: GPUs the job's container gets."""
 
 
 @dataclass(frozen=True)

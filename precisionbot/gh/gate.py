@@ -498,7 +498,8 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
 
 _POOL_REFUSAL = (
     "This PR comes from a fork and the configured runner is a persistent pool (runner.kind: pool): fork code "
-    "would persist on the machine and poison later runs. Use runner.kind: ec2 (one fresh instance per job)"
+    "would persist on the machine and poison later runs. Use runner.kind: ec2 (one fresh instance per job) "
+    "or host (one fresh container per job on your own GPU hosts)"
 )
 
 
