@@ -21,6 +21,7 @@ from precisionbot import __version__
 from precisionbot.commands import (
     baseline,
     bisect,
+    buildkite,
     calibrate,
     check,
     config,
@@ -40,7 +41,8 @@ from precisionbot.gh.workflow import log_text
 EXIT_SETUP_ERROR = 3
 
 COMMANDS = (
-    serve, check, localize, baseline, report, demo, init, doctor, github, runner, calibrate, thresholds, bisect, config
+    serve, check, localize, baseline, report, demo, init, doctor, github, runner, calibrate, thresholds, bisect, config,
+    buildkite,
 )  # fmt: skip
 """The subcommand modules, in ``--help`` order. Imported here, not looked up by name, so the composition
 root's arrows are in the import graph that tests/test_architecture.py checks."""

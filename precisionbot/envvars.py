@@ -40,3 +40,15 @@ from its ``report-url`` input or the workflow; read by the ``github`` commands a
 ARTIFACT_URL = "PRECISIONBOT_ARTIFACT_URL"
 """The uploaded result directory, linked from the report. Set by the workflow; read by ``report``
 (``report/load.py``)."""
+
+BUILDKITE_TOKEN = "PRECISIONBOT_BUILDKITE_TOKEN"
+"""A Buildkite API access token with the ``write_builds`` scope only. Set by the GitHub workflow that answers
+``/precision rerun`` (from a secret); read by ``buildkite trigger``, which starts the build."""
+
+RERUN_SUITE = "PRECISIONBOT_RERUN_SUITE"
+RERUN_MODELS = "PRECISIONBOT_RERUN_MODELS"
+RERUN_CHECKS = "PRECISIONBOT_RERUN_CHECKS"
+RERUN_SAMPLES = "PRECISIONBOT_RERUN_SAMPLES"
+"""What a ``/precision rerun`` asked for (suite, comma-separated models and checks, samples). Set by
+``buildkite trigger`` on the Buildkite build it creates, from the gate's decision; read by ``buildkite pipeline``
+in that build's upload step (the defaults of its ``--suite``, ``--models``, ``--checks``, ``--samples``)."""

@@ -36,6 +36,7 @@ FLOORS: dict[str, int] = {
     # stores and the outside services
     "baselines": 4,
     "gh": 4,
+    "buildkite": 5,
     "runners": 4,
     # which op: drives an engine's tensor dumper (engines) and reads its dumps
     "localize": 4,

@@ -9,6 +9,7 @@ from this host, which is the GPU runner the engine runs on. Missing tools are no
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from importlib import metadata
 from typing import Any
 
 from precisionbot import __version__
-from precisionbot.baselines.fingerprint import build_fingerprint, engine_arg_list, packages_digest
+from precisionbot.baselines.fingerprint import build_fingerprint, engine_arg_list, mig_profile, packages_digest
 
 _INFO_KEYS = {
     "gpu": ("gpu_name", "device_name", "gpu"),
@@ -86,6 +87,20 @@ def gpu_inventory() -> tuple[str | None, int | None, str | None]:
 
 
 @functools.cache
+def gpu_mig() -> str | None:
+    """The MIG slice this process's GPU is (``3g.71gb``), from ``nvidia-smi -L`` and ``CUDA_VISIBLE_DEVICES``;
+    None on whole GPUs or without ``nvidia-smi``. Asked once per process, like :func:`gpu_inventory`."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return mig_profile(done.stdout, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+@functools.cache
 def installed_packages() -> tuple[str, ...]:
     """``name==version`` of every distribution in this Python environment (what ``pip freeze`` lists, read
     from the package metadata without starting pip). Read once per process (the environment does not change
@@ -132,6 +147,7 @@ def gather_fingerprint(server_info: Mapping[str, Any], engine_args: str | None) 
     return build_fingerprint(
         gpu_model=model or parts["gpu"],
         gpu_count=count,
+        gpu_mig=gpu_mig(),
         driver=parts["driver"] or driver,
         cuda=parts["cuda"],
         torch=parts["torch"],

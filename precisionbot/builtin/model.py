@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -41,6 +42,14 @@ NOISE_CHOICES = 16
 """``nondeterministic``: each row draws one of this many reduction orders (choices 1-3 differ from clean)."""
 
 __all__ = ["NULL_SLOT", "QBLOCK", "TILE", "Model", "Segment"]
+
+
+class TensorParallelMlp(Protocol):
+    """Each layer's MLP computed over several nodes (tensor_parallel.py's ``MlpGroup``)."""
+
+    def mlp(self, layer: int, h: torch.Tensor, rows: int, decode: torch.Tensor) -> torch.Tensor:
+        """The MLP output of every row of ``h`` ([padded, d]: the post-attention norm's output), rounded."""
+        ...
 
 
 @dataclass
@@ -141,6 +150,8 @@ class Model:
         empty it)."""
         self.after_forward: list[Callable[[], None]] = []
         """Called after every forward, graphed or not (the dumper's ``step``)."""
+        self.tp: TensorParallelMlp | None = None
+        """Set on rank 0 of a multi-node engine (tensor_parallel.py): each layer's MLP is split over the nodes."""
 
     def round(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(self.act_dtype).float() if self.act_dtype != torch.float32 else t
@@ -148,18 +159,16 @@ class Model:
     # ---- per-token tiles -------------------------------------------------------------------------------
     def linear(self, x: torch.Tensor, w: torch.Tensor, batch_rows: int, decode_rows: torch.Tensor) -> torch.Tensor:
         """``x @ w`` rounded; ``decode_rows`` ([TILE] bool) marks rows that take the decode GEMM tiling."""
-        if self.batch_variant and batch_rows <= TILE:
-            # The bug: a small batch takes a split-K path (partials rounded to the activation dtype) that a
-            # large one does not, so decode (few rows) and prefill (many rows) round differently.
-            k = x.shape[1]
-            cut = k // 2
-            return self.round(self.round(x[:, :cut] @ w[:cut]) + self.round(x[:, cut:] @ w[cut:]))
-        if self.production and bool(decode_rows.any()):
-            one = numerics.split_k(x, w)
-            if bool(decode_rows.all()):
-                return self.round(one)
-            return self.round(torch.where(decode_rows[:, None], one, x @ w))
-        return self.round(x @ w)
+        return self.round(self.gemm(x, w, batch_rows, decode_rows))
+
+    def gemm(self, x: torch.Tensor, w: torch.Tensor, batch_rows: int, decode_rows: torch.Tensor) -> torch.Tensor:
+        """``linear`` before its final rounding (numerics.gemm)."""
+        # The batch-variant bug: a small batch takes a split-K path (partials rounded to the activation dtype)
+        # that a large one does not, so decode (few rows) and prefill (many rows) round differently.
+        small = self.batch_variant and batch_rows <= TILE
+        return numerics.gemm(
+            x, w, decode_rows, production=self.production, small_batch_split=small, round_act=self.round
+        )
 
     def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return self.round(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS) * w)
@@ -307,9 +316,15 @@ class Model:
             normed2 = torch.cat([self.rms(xt[t : t + TILE], mlp_norm) for t in tiles])
             if emit is not None:
                 emit(hooks_names.sub(layer, "post_attention_layernorm"), layer, (xt,), normed2)
-            mlp_out = torch.cat(
-                [self.mlp(layer, normed2[t : t + TILE], w_gu, w_down, rows, decode_dev[t : t + TILE]) for t in tiles]
-            )
+            if self.tp is not None:
+                mlp_out = self.tp.mlp(layer, normed2, rows, decode_dev)
+            else:
+                mlp_out = torch.cat(
+                    [
+                        self.mlp(layer, normed2[t : t + TILE], w_gu, w_down, rows, decode_dev[t : t + TILE])
+                        for t in tiles
+                    ]
+                )
             if emit is not None:
                 emit(hooks_names.sub(layer, "mlp"), layer, (normed2,), mlp_out)
             x = self.truncate(xt + mlp_out)
@@ -332,6 +347,13 @@ class Model:
         self, layer: int, h: torch.Tensor, w_gu: torch.Tensor, w_down: torch.Tensor, rows: int, decode: torch.Tensor
     ) -> torch.Tensor:
         """SwiGLU of one tile ``h`` (the post-attention norm's output)."""
+        return self.round(self.mlp_partial(layer, h, w_gu, w_down, rows, decode))
+
+    def mlp_partial(
+        self, layer: int, h: torch.Tensor, w_gu: torch.Tensor, w_down: torch.Tensor, rows: int, decode: torch.Tensor
+    ) -> torch.Tensor:
+        """``mlp`` before the down projection's final rounding: with ``w_gu`` / ``w_down`` one node's shard of
+        the intermediate dimension (tensor_parallel.py), the partial that the all-reduce sums."""
         gate, up = self.linear(h, w_gu, rows, decode).chunk(2, dim=1)
         act = self.round(torch.nn.functional.silu(gate) * up)
         if layer == self.mlp_bf16:
@@ -341,8 +363,8 @@ class Model:
             for k0 in range(0, act.shape[1], MLP_BF16_CHUNK):
                 part = act[:, k0 : k0 + MLP_BF16_CHUNK] @ w_down[k0 : k0 + MLP_BF16_CHUNK]
                 acc = (acc + part).to(torch.bfloat16).float()
-            return self.round(acc)
-        return self.linear(act, w_down, rows, decode)
+            return acc
+        return self.gemm(act, w_down, rows, decode)
 
     def _qkv(
         self,

@@ -14,12 +14,40 @@ differ. ``--enable-deterministic-inference`` sends every row through the prefill
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import pairwise
 
 import torch
 
 SPLIT_K = 4
 """Partial products of the decode GEMM (float32 partials, summed in order)."""
+
+
+def gemm(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    decode_rows: torch.Tensor,
+    *,
+    production: bool,
+    small_batch_split: bool,
+    round_act: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """``x @ w`` before its final rounding to the activation dtype, with the kernel each row takes.
+
+    ``decode_rows`` ([rows] bool) marks rows that take the decode tiling (``production``); with
+    ``small_batch_split`` (the ``batch-variant`` fault on a small batch) every row takes a two-way split-K whose
+    partials are rounded by ``round_act``. ``Model.linear`` rounds the result; tensor_parallel.py sums the
+    unrounded partial of each node's shard first.
+    """
+    if small_batch_split:
+        cut = x.shape[1] // 2
+        return round_act(x[:, :cut] @ w[:cut]) + round_act(x[:, cut:] @ w[cut:])
+    if production and bool(decode_rows.any()):
+        one = split_k(x, w)
+        if bool(decode_rows.all()):
+            return one
+        return torch.where(decode_rows[:, None], one, x @ w)
+    return x @ w
 
 
 def split_k(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

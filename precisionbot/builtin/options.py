@@ -28,6 +28,8 @@ FAULT_NAMES: tuple[str, ...] = (
     "state-mantissa",
     "state-bf16-decode",
     "mlp-bf16",
+    "cross-node-bf16",
+    "cross-node-stale",
 )
 """Every fault name, in the order of docs/builtin-engine.md's table. ``mantissa``, ``state-mantissa`` and
 ``mlp-bf16`` take a value (``=N``: mantissa bits, or the layer whose MLP runs in lower precision)."""
@@ -41,6 +43,9 @@ HYBRID_ONLY_FAULTS = (
     "state-bf16-decode",
 )
 """Faults of the recurrent and sliding-window layers: the ``tiny`` preset has neither, so it refuses them."""
+
+MULTI_NODE_FAULTS = ("cross-node-bf16", "cross-node-stale")
+"""Faults of the cross-node all-reduce (tensor_parallel.py): a one-node engine has none, so it refuses them."""
 
 PRESETS: dict[str, tuple[str, ...]] = {
     "hybrid": ("full", "gdn", "swa"),
@@ -159,6 +164,9 @@ class EngineOptions:
     n_kv_heads: int = 2
     head_dim: int = 16
     mlp_hidden: int = 256
+    nnodes: int = 1
+    """Nodes the engine runs on (``serve --nnodes``): each layer's MLP is split over them (tensor_parallel.py).
+    Part of the options, so every rank checks that it builds the same engine as rank 0."""
 
     def __post_init__(self) -> None:
         if self.page_size < 1 or self.page_size > 1024:
@@ -204,6 +212,14 @@ class EngineOptions:
         if mlp_layer is not None and mlp_layer >= len(self.layer_kinds):
             raise ConfigError(
                 f"fault mlp-bf16={mlp_layer}: the model has layers 0..{len(self.layer_kinds) - 1}; pick one of them"
+            )
+        if not 1 <= self.nnodes <= self.mlp_hidden:
+            raise ConfigError(f"nnodes must be 1..{self.mlp_hidden} (the MLP's intermediate size; got {self.nnodes})")
+        lonely = [n for n in names if n in MULTI_NODE_FAULTS and self.nnodes < 2]
+        if lonely:
+            raise ConfigError(
+                f"fault(s) {', '.join(lonely)} live in the cross-node all-reduce and need a multi-node engine: "
+                "serve with --nnodes 2 (or more) --node-rank R --dist-init-addr HOST:PORT on each node"
             )
         if len(set(names)) != len(names):
             raise ConfigError(f"a fault is given twice: {', '.join(f.spec() for f in self.faults)}")

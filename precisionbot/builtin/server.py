@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from precisionbot import __version__
+from precisionbot.builtin.dist_config import DistConfig
 from precisionbot.builtin.dumper import Dumper, route_method
 from precisionbot.builtin.dumper_config import DumperRequestError, RuntimeFlags
 from precisionbot.builtin.model import Model
@@ -31,6 +32,7 @@ from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.request import LogprobParams, Request, SamplingParams
 from precisionbot.builtin.scheduler import Scheduler
 from precisionbot.builtin.sglang_api import BadRequest, parse_generate, response
+from precisionbot.builtin.tensor_parallel import MlpGroup
 from precisionbot.builtin.tokenizer import vocab_for
 from precisionbot.builtin.weights import build_weights
 from precisionbot.errors import EngineStartError
@@ -42,7 +44,9 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 class BuiltinRuntime:
     """Weights, model, KV pool and scheduler for ``options``."""
 
-    def __init__(self, options: EngineOptions, flags: RuntimeFlags | None = None) -> None:
+    def __init__(
+        self, options: EngineOptions, flags: RuntimeFlags | None = None, dist: DistConfig | None = None
+    ) -> None:
         self.options = options
         self.flags = flags or RuntimeFlags()
         device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -50,9 +54,22 @@ class BuiltinRuntime:
         self.vocab = vocab_for(options.vocab_name)
         model = Model(options, build_weights(options), options.kv_pool_tokens, self.device)
         model.graphed = self.flags.graphed
+        self.group: MlpGroup | None = None
+        """Rank 0 of a multi-node engine: the workers holding the other MLP shards (tensor_parallel.py)."""
+        if dist is not None and dist.nnodes > 1:
+            self.group = model.tp = MlpGroup.connect(model, dist)
         self.dumper = Dumper(self.flags.dumper)
         self.dumper.attach(model)
         self.scheduler = Scheduler(options, model, self.vocab)
+
+    @property
+    def healthy(self) -> bool:
+        return self.scheduler.alive and (self.group is None or self.group.healthy)
+
+    def close(self) -> None:
+        self.scheduler.stop()
+        if self.group is not None:
+            self.group.close()
 
     def server_info(self) -> dict[str, Any]:
         o = self.options
@@ -70,7 +87,12 @@ class BuiltinRuntime:
             "dtype": o.dtype,
             "kv_cache_dtype": "auto",
             "device": self.device.type,
+            # 1 although a multi-node engine splits its MLPs: attention, the KV cache and every other GEMM stay
+            # whole on rank 0, and the MLP split is meant to be numerically neutral (tensor_parallel.py), so a
+            # baseline recorded on one node is the reference for N nodes (a signature with tp 2 would refuse it).
             "tp_size": 1,
+            "nnodes": o.nnodes,
+            "mlp_tp_size": o.nnodes,
             "dp_size": 1,
             "page_size": o.page_size,
             "chunked_prefill_size": o.chunked_prefill_size,
@@ -188,7 +210,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": [str(exc)]})
 
     def health(self, body: Any) -> None:
-        ok = self.engine.scheduler.alive
+        ok = self.engine.healthy
         self._send(200 if ok else 503, b"", "text/plain")
 
     def health_generate(self, body: Any) -> None:
@@ -294,9 +316,16 @@ class BuiltinServer:
     """
 
     def __init__(
-        self, options: EngineOptions, host: str = "127.0.0.1", port: int = 0, flags: RuntimeFlags | None = None
+        self,
+        options: EngineOptions,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        flags: RuntimeFlags | None = None,
+        dist: DistConfig | None = None,
     ) -> None:
         self.options = options
+        self.dist = dist
+        """Rank 0's place in a multi-node engine (``serve --nnodes``); None: one node."""
         self.flags = flags
         """The dumper and CUDA-graph launch flags (dumper_config.py); None: SGLang's defaults."""
         self.host = host
@@ -307,11 +336,12 @@ class BuiltinServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> BuiltinServer:
-        engine = BuiltinRuntime(self.options, self.flags)
+        engine = BuiltinRuntime(self.options, self.flags, self.dist)
         handler = type("Handler", (_Handler,), {"engine": engine})
         try:
             httpd = ThreadingHTTPServer((self.host, self.port), handler)
         except OSError as exc:
+            engine.close()
             raise EngineStartError(f"cannot listen on {self.host}:{self.port}: {exc}; pick another --port") from exc
         httpd.daemon_threads = True
         engine.scheduler.start()
@@ -350,7 +380,7 @@ class BuiltinServer:
             self._httpd.shutdown()
             self._httpd.server_close()
         if self._engine is not None:
-            self._engine.scheduler.stop()
+            self._engine.close()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._httpd = self._engine = self._thread = None

@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,15 +124,19 @@ def bigram_logprobs(vocab: Vocab) -> torch.Tensor:
 
 
 _WEIGHTS_CACHE: dict[tuple[object, ...], ModelWeights] = {}
+_BUILD_LOCK = threading.Lock()
 
 
 def build_weights(options: EngineOptions) -> ModelWeights:
     """Weights for ``options`` (float32 tensors on CPU; the model moves and rounds them); cached in memory."""
     o = options
     key = (o.seed, o.d_model, o.n_heads, o.n_kv_heads, o.head_dim, o.mlp_hidden, o.layer_kinds, o.vocab_name)
-    if key not in _WEIGHTS_CACHE:
-        _WEIGHTS_CACHE[key] = _build(options)
-    return _WEIGHTS_CACHE[key]
+    # One build at a time: _top_svd seeds torch's global generator, which two threads building at once (ranks of
+    # a multi-node engine in one process, as the tests run them) would interleave into other weights.
+    with _BUILD_LOCK:
+        if key not in _WEIGHTS_CACHE:
+            _WEIGHTS_CACHE[key] = _build(options)
+        return _WEIGHTS_CACHE[key]
 
 
 def _build(options: EngineOptions) -> ModelWeights:

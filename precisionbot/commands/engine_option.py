@@ -12,6 +12,7 @@ once, by :func:`engine_choice`, into an :class:`EngineChoice`; nothing below a c
 from __future__ import annotations
 
 import argparse
+import os
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -177,6 +178,7 @@ def open_engine(config: Config, choice: EngineChoice, model: ModelConfig | None,
     if choice.mode == "launch":
         if not e.launch or model is None:
             raise ConfigError("--engine launch needs engine.launch and one model in the config (or --model NAME)")
+        from precisionbot.engines.allocation import slurm_allocation
         from precisionbot.engines.launcher import Launcher
 
         launcher = Launcher(
@@ -186,6 +188,7 @@ def open_engine(config: Config, choice: EngineChoice, model: ModelConfig | None,
             args=config.launch_args(model),
             log_path=log_dir / "engine.log",
             health_timeout_s=e.health_timeout_s,
+            allocation=slurm_allocation(os.environ),
         )
         launcher.start()
         try:

@@ -240,11 +240,16 @@ def comment_action(
     out: TextIO | None = None,
     trusted_config: str | None = None,
     sha: str | None = None,
+    links: Any = None,
+    no_pr_reason: str | None = None,
 ) -> int:
     """``trusted_config``: the digest of the config this job read (the base branch's); results that recorded
     another one get a warning in the comment (None: no comparison). ``sha``: the commit the plan pinned; the
     comment shows it (never the commit ``result.json`` claims) and is posted only while it is the PR's head
-    (precisionbot.gh.pinning). Without it (local runs) the results' own commit is shown and nothing is checked."""
+    (precisionbot.gh.pinning). Without it (local runs) the results' own commit is shown and nothing is checked.
+    ``links``: the report's ``ReportLinks`` when the run is not an Actions run (``buildkite post``: the build's
+    page); None derives them from ``env``. ``no_pr_reason``: why there is no PR to comment on, said instead of
+    the flag hint when ``pr`` is None (a Buildkite build of a branch)."""
     out = out or sys.stdout
     from precisionbot.gh.pinning import foreign_commit_note, pin_run, stale_reason, trusted_artifact_url
     from precisionbot.gh.sticky import upsert_comment
@@ -279,11 +284,12 @@ def comment_action(
             ),
             file=out,
         )
-    links = ReportLinks(
-        run_url=env.run_url,
-        artifact_url=f"{env.run_url}#artifacts" if env.run_url else None,
-        report_url=report_url,
-    )
+    if links is None:
+        links = ReportLinks(
+            run_url=env.run_url,
+            artifact_url=f"{env.run_url}#artifacts" if env.run_url else None,
+            report_url=report_url,
+        )
     marker = comment_marker(suite if config.github.comment_per_suite else None)
     from precisionbot.gh.provenance import foreign_config_note
     from precisionbot.report.render import GITHUB_COMMENT_MAX_CHARS
@@ -303,7 +309,7 @@ def comment_action(
     pr = pr if pr is not None else _pr_from_event(env)
     url = ""
     if api is None or pr is None:
-        why = _why_not_posted(env, api, pr)
+        why = no_pr_reason if no_pr_reason is not None and api is not None else _why_not_posted(env, api, pr)
         print(command("warning", f"precisionbot: PR comment skipped: {why}"), file=out)
         # Outside Actions the annotation above is just stdout noise: say it plainly where people look.
         print(f"precisionbot: the PR comment was not posted: {log_text(why)}", file=sys.stderr)

@@ -1,7 +1,8 @@
-"""``precisionbot runner launch | terminate | reap``: ephemeral EC2 GPU runners (docs/runners.md).
+"""``precisionbot runner launch | terminate | reap | agent``: ephemeral GPU runners (docs/runners.md).
 
-The composition root for runners: reads flags, config and environment, builds the real adapters
-(boto3 EC2, PyGithub), and hands them to ``precisionbot.runners.lifecycle``.
+The composition root for runners: reads flags, config and environment, builds the real adapters (boto3 EC2,
+Slurm's commands, PyGithub), and hands them to ``precisionbot.runners.lifecycle``; the host and Slurm kinds'
+own launch paths are in ``runner_host`` and ``runner_slurm``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from precisionbot.errors import ConfigError
 
 if TYPE_CHECKING:
     from precisionbot.config import RunnerConfig
+    from precisionbot.runners.cloud import Fleet
     from precisionbot.runners.github_runners import GitHubRunnerRegistry
     from precisionbot.runners.lifecycle import Clock, Launched
     from precisionbot.runners.records import InstanceSpec, RunnerSpec
@@ -33,7 +35,7 @@ _RANDOM_LABEL = re.compile(r"[0-9a-f]{32}")
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("runner", help="ephemeral EC2 GPU runners: launch, terminate, reap")
+    parser = subparsers.add_parser("runner", help="ephemeral GPU runners: launch, terminate, reap; the host agent")
     sub = parser.add_subparsers(dest="runner_command", metavar="ACTION")
     sub.required = True
 
@@ -71,7 +73,9 @@ def register(subparsers: Any) -> None:
 
     t = sub.add_parser("terminate", help="end one runner by instance id or by its run-id tag (idempotent)")
     which = t.add_mutually_exclusive_group(required=True)
-    which.add_argument("--instance-id", help="the instance-id output of `runner launch`")
+    which.add_argument(
+        "--instance-id", help="the instance-id output of `runner launch` (an EC2 instance id or a Slurm job id)"
+    )
     which.add_argument("--run-id", help="every runner tagged with this run id (works after a cancelled launch)")
     t.add_argument("--region", help="AWS region (default: every runner.region in the config, else boto3's chain)")
     t.add_argument(
@@ -131,6 +135,25 @@ def _load_runner_config(config_path: str | None, model_name: str | None) -> Runn
     # The plan's matrix names "builtin" when no models are configured: that one uses the top-level runner.
     model = config.model(model_name) if model_name and config.models else None
     return config.runner_for(model)
+
+
+def _fleets(region: str | None, config_path: str | None) -> list[tuple[str, Fleet]]:
+    """What terminate and reap search: the EC2 regions (``_regions``), and the Slurm cluster when a runner of
+    the config is ``kind: slurm`` (the cluster ``squeue`` reaches from here)."""
+    from precisionbot.config import load_config_or_default
+    from precisionbot.runners.cloud import Ec2Cloud
+
+    config = load_config_or_default(config_path)
+    runners = [config.runner, *(m.runner for m in config.models if m.runner is not None)]
+    kinds = {r.kind for r in runners}
+    fleets: list[tuple[str, Fleet]] = []
+    if kinds & {"ec2"} or not kinds & {"slurm"}:
+        fleets += [(f"region {r or '(boto3 default)'}", Ec2Cloud.from_env(r)) for r in _regions(region, config_path)]
+    if "slurm" in kinds:
+        from precisionbot.runners.slurm_cli import SlurmCluster
+
+        fleets.append(("the Slurm cluster (squeue --me)", SlurmCluster()))
+    return fleets
 
 
 def _regions(region: str | None, config_path: str | None) -> list[str | None]:
@@ -205,6 +228,26 @@ def _launch(args: argparse.Namespace) -> int:
         run_id = args.run_id or gh_env.run_id or f"local{int(clock.now().timestamp())}"
         label = _runner_label(args.label)
         _emit(queue_host_job(rc, args.repo or gh_env.repository, run_id, args.pr, label, args.ttl_minutes, _log))
+        return 0
+    if rc.kind == "slurm":
+        from precisionbot.commands.runner_slurm import launch_slurm_job
+
+        gh_env = _github_env()
+        outputs = launch_slurm_job(
+            rc,
+            repo=args.repo or gh_env.repository,
+            token=gh_env.token,
+            api_url=gh_env.api_url,
+            run_id=args.run_id or gh_env.run_id or f"local{int(clock.now().timestamp())}",
+            pr=args.pr,
+            label=_runner_label(args.label),
+            ttl_minutes=args.ttl_minutes,
+            wait_timeout_s=args.wait_timeout,
+            poll_interval_s=args.poll_interval,
+            clock=clock,
+            log=_log,
+        )
+        _emit(outputs)
         return 0
     gh = _github_env()
     request = _LaunchRequest(
@@ -417,18 +460,31 @@ def _emit(values: dict[str, str]) -> None:
 
 
 def _terminate(args: argparse.Namespace) -> int:
-    from precisionbot.runners.cloud import Ec2Cloud
     from precisionbot.runners.lifecycle import terminate
     from precisionbot.runners.records import validate_instance_id, validate_run_id
+    from precisionbot.runners.slurm_cli import SlurmCluster
+    from precisionbot.runners.slurm_jobs import validate_job_id
 
     run_id = validate_run_id(args.run_id) if args.run_id else None
-    instance_id = validate_instance_id(args.instance_id) if args.instance_id else None
     registry = _registry(_github_env())
     instances = runners = 0
-    for region in _regions(args.region, args.config):
-        _log(f"looking in region {region or '(boto3 default)'}")
+    fleets = _fleets(args.region, args.config)
+    slurm = False
+    instance_id: str | None = None
+    if args.instance_id:
+        # An EC2 instance id (i-...) or a Slurm job id (digits): each fleet is asked only for its own kind.
+        slurm = args.instance_id.isdigit()
+        instance_id = validate_job_id(args.instance_id) if slurm else validate_instance_id(args.instance_id)
+        fleets = [(where, fleet) for where, fleet in fleets if isinstance(fleet, SlurmCluster) == slurm]
+        if not fleets:
+            raise ConfigError(
+                f"--instance-id {instance_id} is a Slurm job id, but no runner in the config is kind: slurm "
+                "(pass --config, or the instance id i-... of an EC2 runner)"
+            )
+    for where, fleet in fleets:
+        _log(f"looking in {where}")
         done = terminate(
-            cloud=Ec2Cloud.from_env(region),
+            cloud=fleet,
             registry=registry,
             instance_id=instance_id,
             run_id=run_id,
@@ -438,12 +494,11 @@ def _terminate(args: argparse.Namespace) -> int:
             _warn(done.warning)
         instances += len(done.instance_ids)
         runners += len(done.runner_names)
-    _log(f"terminated {instances} instance(s), deleted {runners} runner registration(s)")
+    _log(f"terminated {instances} instance(s) or job(s), deleted {runners} runner registration(s)")
     return 0
 
 
 def _reap(args: argparse.Namespace) -> int:
-    from precisionbot.runners.cloud import Ec2Cloud
     from precisionbot.runners.lifecycle import SYSTEM_CLOCK, reap
     from precisionbot.runners.records import validate_repo
 
@@ -457,11 +512,11 @@ def _reap(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-age-minutes must be > 0, got {args.max_age_minutes:g}")
     registry = _registry(gh)
     instances = runners = 0
-    for index, region in enumerate(_regions(args.region, args.config)):
-        _log(f"looking in region {region or '(boto3 default)'}")
+    for index, (where, fleet) in enumerate(_fleets(args.region, args.config)):
+        _log(f"looking in {where}")
         result = reap(
-            cloud=Ec2Cloud.from_env(region),
-            # Runner registrations are per repository, not per region: clean them up once.
+            cloud=fleet,
+            # Runner registrations are per repository, not per region or cluster: clean them up once.
             registry=registry if index == 0 else None,
             repos=repos,
             now=SYSTEM_CLOCK.now(),
@@ -473,5 +528,5 @@ def _reap(args: argparse.Namespace) -> int:
         instances += len(result.instances)
         runners += len(result.runners)
     verb = "would remove" if args.dry_run else "removed"
-    _log(f"{verb} {instances} expired instance(s) and {runners} stale runner(s)")
+    _log(f"{verb} {instances} expired instance(s) or job(s) and {runners} stale runner(s)")
     return 0

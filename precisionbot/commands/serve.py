@@ -14,9 +14,11 @@ import threading
 from types import FrameType
 from typing import Any
 
+from precisionbot.builtin.dist_config import DistConfig, parse_dist_addr
 from precisionbot.builtin.dumper_config import RuntimeFlags, config_from_env
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.options import DTYPES, FAULT_NAMES, EngineOptions, parse_fault
+from precisionbot.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -26,7 +28,8 @@ def register(subparsers: Any) -> None:
         description="Runs the builtin reference engine behind an SGLang-compatible HTTP API "
         "(/generate, /flush_cache, /server_info, /v1/completions, ...). Prints its URL once healthy. Honours "
         "SGLang's DUMPER_* environment variables (DUMPER_SERVER_PORT=reuse adds POST /dumper/{configure,get_state,"
-        "reset}; docs/localize.md).",
+        "reset}; docs/localize.md). --nnodes N splits each MLP over N nodes: start every rank with the same flags "
+        "and its --node-rank (docs/builtin-engine.md, multi-node serving).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=30000, help="port (default 30000; 0 picks a free one)")
@@ -71,6 +74,28 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="SGLang's flag; without it prefill batches behave as replayed CUDA graphs: the dumper's hooks do not fire",
     )
+    parser.add_argument(
+        "--nnodes",
+        type=int,
+        default=1,
+        help="nodes the engine runs on (SGLang's flag; default 1): each layer's MLP is split over them, rank 0 "
+        "serves HTTP (docs/builtin-engine.md, multi-node serving)",
+    )
+    parser.add_argument(
+        "--node-rank", type=int, default=0, help="this node's rank 0..nnodes-1 (SGLang's flag; default 0)"
+    )
+    parser.add_argument(
+        "--dist-init-addr",
+        default=None,
+        metavar="HOST:PORT",
+        help="with --nnodes > 1: rank 0 listens here for the other ranks, which connect to it (SGLang's flag)",
+    )
+    parser.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=300.0,
+        help="seconds rank 0 waits for every other rank at start-up, and a rank for rank 0 (default 300)",
+    )
     add_engine_flags(parser)
     parser.set_defaults(handler=run)
 
@@ -88,12 +113,36 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
         mamba_track_interval=args.mamba_track_interval,
         swa_full_tokens_ratio=args.swa_full_tokens_ratio,
         disable_hybrid_swa_memory=args.disable_hybrid_swa_memory,
+        nnodes=args.nnodes,
         **engine_kwargs(args),
     )
 
 
+def dist_from_args(args: argparse.Namespace) -> DistConfig | None:
+    """The multi-node flags, checked (``ConfigError`` naming the fix); None for a one-node engine."""
+    if args.nnodes < 1:
+        raise ConfigError(f"--nnodes must be >= 1 (got {args.nnodes})")
+    if not 0 <= args.node_rank < args.nnodes:
+        raise ConfigError(f"--node-rank must be 0..{args.nnodes - 1} for --nnodes {args.nnodes} (got {args.node_rank})")
+    if args.nnodes == 1:
+        # Accepted and unused, as SGLang does: one launch template ({nnodes} {node_rank} {dist_init_addr}) then
+        # serves a one-node allocation and a two-node one alike.
+        return None
+    if args.dist_init_addr is None:
+        raise ConfigError(
+            f"--nnodes {args.nnodes} needs --dist-init-addr HOST:PORT (rank 0's address, the same on every rank)"
+        )
+    if args.dist_timeout <= 0:
+        raise ConfigError(f"--dist-timeout must be > 0 seconds (got {args.dist_timeout})")
+    host, port = parse_dist_addr(args.dist_init_addr)
+    return DistConfig(args.nnodes, args.node_rank, host, port, args.dist_timeout)
+
+
 def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)  # bad faults/options fail here, before torch loads
+    dist = dist_from_args(args)
+    if dist is not None and dist.node_rank > 0:
+        return run_worker(options, dist)
     runtime = RuntimeFlags(args.disable_cuda_graph, args.disable_prefill_cuda_graph, config_from_env(os.environ))
     from precisionbot.builtin.server import BuiltinServer
 
@@ -103,14 +152,15 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = signal.signal(signal.SIGTERM, on_signal)
-    server = BuiltinServer(options, host=args.host, port=args.port, flags=runtime).start()
+    server = BuiltinServer(options, host=args.host, port=args.port, flags=runtime, dist=dist).start()
     try:
         faults = ", ".join(options.fault_specs()) or "none"
         numerics = "deterministic" if options.enable_deterministic_inference else "production"
+        nodes = f", {options.nnodes} nodes" if options.nnodes > 1 else ""
         print(server.url, flush=True)
         print(
-            f"precisionbot builtin engine ready ({options.preset} model, {numerics} numerics, faults: {faults}); "
-            "Ctrl-C to stop",
+            f"precisionbot builtin engine ready ({options.preset} model, {numerics} numerics{nodes}, "
+            f"faults: {faults}); Ctrl-C to stop",
             file=sys.stderr,
             flush=True,
         )
@@ -121,4 +171,26 @@ def run(args: argparse.Namespace) -> int:
     finally:
         server.stop()
         signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def run_worker(options: EngineOptions, dist: DistConfig) -> int:
+    """Rank > 0: no HTTP; answers rank 0's MLP shard requests until rank 0 closes the connection (exit 0)."""
+    import torch
+
+    from precisionbot.builtin.model import Model
+    from precisionbot.builtin.tensor_parallel import connect_to_rank0, serve_worker
+    from precisionbot.builtin.weights import build_weights
+
+    device = torch.device(options.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    # The whole model is built (the seeded weights are cheap) and the shard taken from it; no KV pool (0 slots).
+    model = Model(options, build_weights(options), 0, device)
+    sock = connect_to_rank0(options, dist)
+    print(
+        f"precisionbot builtin engine rank {dist.node_rank} of {dist.nnodes} connected to {dist.addr}",
+        file=sys.stderr,
+        flush=True,
+    )
+    serve_worker(model, dist, sock)
+    print(f"precisionbot: rank 0 at {dist.addr} closed the connection; rank {dist.node_rank} exits", file=sys.stderr)
     return 0

@@ -27,6 +27,7 @@ from precisionbot.config.settings import (
     RUNNER_KINDS,
     BaselinesConfig,
     BatchInvarianceOptions,
+    BuildkiteConfig,
     Config,
     EngineConfig,
     GitHubConfig,
@@ -52,7 +53,7 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0
 def parse_config(data: Any, source: str) -> Config:
     """Validate a parsed YAML mapping into a ``Config`` (``ConfigError`` naming file, key and fix)."""
     root = Reader(data, source, "")
-    root.only({"engine", "models", "suites", "thresholds", "baselines", "github", "runner", "localize"})
+    root.only({"engine", "models", "suites", "thresholds", "baselines", "github", "runner", "localize", "buildkite"})
     runner = _parse_runner(root.section("runner"), RunnerConfig())
     suites = dict(DEFAULT_SUITES)
     suites_r = root.section("suites")
@@ -84,6 +85,7 @@ def parse_config(data: Any, source: str) -> Config:
         github=github,
         runner=runner,
         localize=_parse_localize(root.section("localize")),
+        buildkite=_parse_buildkite(root.section("buildkite")),
         source=source,
     )
 
@@ -211,7 +213,11 @@ def _parse_runner(r: Reader, base: RunnerConfig) -> RunnerConfig:
         runner_sha256=r.opt_string("runner_sha256", base.runner_sha256),
         runner_user=r.opt_string("runner_user", base.runner_user),
         queue=r.opt_string("queue", base.queue),
-        gpus=r.positive_int("gpus", base.gpus),
+        gpus=r.nonneg_int("gpus", base.gpus),
+        partition=r.opt_string("partition", base.partition),
+        account=r.opt_string("account", base.account),
+        nodes=r.positive_int("nodes", base.nodes),
+        runner_dir=r.opt_string("runner_dir", base.runner_dir),
     )
 
 
@@ -372,4 +378,28 @@ def _parse_github(r: Reader) -> GitHubConfig:
             rerun=p.choice("rerun", d.permissions.rerun, PERMISSION_LEVELS),
             baseline=p.choice("baseline", d.permissions.baseline, PERMISSION_LEVELS),
         ),
+    )
+
+
+_SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")
+"""A Buildkite organization or pipeline slug: what the web address shows (lower case, digits, dashes)."""
+
+
+def _parse_buildkite(r: Reader) -> BuildkiteConfig:
+    d = BuildkiteConfig()
+    r.only({f.name for f in dataclasses.fields(BuildkiteConfig)})
+    slugs: dict[str, str | None] = {}
+    for key in ("organization", "pipeline"):
+        slug = r.opt_string(key, None)
+        if slug is not None and not _SLUG.fullmatch(slug):
+            raise r.error(key, f"is not a Buildkite slug (got {slug[:60]!r})", "copy it from the pipeline's address")
+        slugs[key] = slug
+    api_url = r.string("api_url", d.api_url)
+    if not api_url.startswith(("https://", "http://")):
+        raise r.error("api_url", f"must be an http(s) address (got {api_url[:60]!r})", f"use {d.api_url}")
+    return BuildkiteConfig(
+        organization=slugs["organization"],
+        pipeline=slugs["pipeline"],
+        api_url=api_url.rstrip("/"),
+        queue=r.opt_string("queue", d.queue),
     )

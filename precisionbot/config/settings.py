@@ -23,10 +23,10 @@ DEFAULT_CONFIG_PATH = ".github/precision.yml"
 CONFIG_MAX_BYTES = 1024 * 1024
 """A config is a few KiB; a bigger file is a mistake (or hostile)."""
 ENGINE_KINDS = ("sglang", "openai", "builtin", "llamacpp", "vllm")
-RUNNER_KINDS = ("ec2", "pool", "host")
+RUNNER_KINDS = ("ec2", "pool", "host", "slurm")
 PROFILES = ("default", "deterministic")
 PERMISSION_LEVELS = ("read", "triage", "write", "maintain", "admin")
-LAUNCH_PLACEHOLDERS = ("model", "tp", "port", "args")
+LAUNCH_PLACEHOLDERS = ("model", "tp", "port", "args", "nnodes", "node_rank", "dist_init_addr")
 BASELINE_MODES = ("stored", "merge-base")
 SEPARATORS = ("strip-bos", "upstream")
 
@@ -42,7 +42,9 @@ class EngineConfig:
     """Base URL of an engine that is already running; None = start one (``launch``, or the builtin engine)."""
     launch: str | None = None
     """Command template with ``{model}``, ``{tp}``, ``{port}``, ``{args}``, e.g.
-    ``python -m sglang.launch_server --model-path {model} --tp {tp} --port {port} {args}``."""
+    ``python -m sglang.launch_server --model-path {model} --tp {tp} --port {port} {args}``; a multi-node engine
+    adds ``--nnodes {nnodes} --node-rank {node_rank} --dist-init-addr {dist_init_addr}`` (one process per node of
+    a Slurm allocation)."""
     install: str | None = None
     """Shell command that builds/installs the engine from the checked-out PR (run by the workflow); ``bisect``
     and the merge-base A/B run it in each other commit's checkout (a failure there skips that commit)."""
@@ -70,7 +72,8 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class RunnerConfig:
-    """Where the GPU job runs: an ephemeral EC2 instance with a JIT runner, or a preexisting pool."""
+    """Where the GPU job runs: an ephemeral EC2 instance with a JIT runner, a preexisting pool, a fresh container
+    on the team's own GPU hosts (``host``), or a Slurm job (``slurm``)."""
 
     kind: str = "ec2"
     labels: tuple[str, ...] = ("self-hosted", "gpu")
@@ -101,7 +104,16 @@ class RunnerConfig:
     queue: str | None = None
     """``kind: host``: the store URI of the job queue the hosts' agents read (``s3://bucket/host-queue``)."""
     gpus: int = 1
-    """``kind: host``: GPUs the job's container gets."""
+    """``kind: host``: GPUs the job's container gets; ``kind: slurm``: GPUs per node (``--gres=gpu:N``; 0 = none)."""
+    partition: str | None = None
+    """``kind: slurm``: the partition ``sbatch`` submits to; None = the cluster's default partition."""
+    account: str | None = None
+    """``kind: slurm``: the account the job is charged to; None = the submitting user's default."""
+    nodes: int = 1
+    """``kind: slurm``: nodes in the allocation; above 1, the engine launches on every node (``{node_rank}``)."""
+    runner_dir: str | None = None
+    """``kind: slurm``: the unpacked actions/runner folder on the cluster's shared filesystem; each job runs a
+    private copy of it."""
 
 
 @dataclass(frozen=True)
@@ -388,6 +400,20 @@ class GitHubConfig:
     permissions: PermissionsConfig = PermissionsConfig()
 
 
+@dataclass(frozen=True)
+class BuildkiteConfig:
+    """Where ``/precision rerun`` starts a Buildkite build and which queue the generated pipeline targets
+    (docs/buildkite.md). Empty ``organization``/``pipeline``: Buildkite is not used."""
+
+    organization: str | None = None
+    """The organization slug (``BUILDKITE_ORGANIZATION_SLUG``), as in ``buildkite.com/<organization>``."""
+    pipeline: str | None = None
+    """The pipeline slug (``BUILDKITE_PIPELINE_SLUG``) that ``/precision rerun`` starts a build of."""
+    api_url: str = "https://api.buildkite.com/v2"
+    queue: str | None = None
+    """The GPU agents' queue the check steps target (``agents: {queue: ...}``); ``--queue`` overrides it."""
+
+
 DEFAULT_SUITES: Mapping[str, SuiteConfig] = {
     "consistency": SuiteConfig(name="consistency"),
     "pr": SuiteConfig(name="pr", checks=(*CONSISTENCY_CHECKS, "golden")),
@@ -417,6 +443,7 @@ class Config:
     github: GitHubConfig = GitHubConfig()
     runner: RunnerConfig = RunnerConfig()
     localize: LocalizeConfig = LocalizeConfig()
+    buildkite: BuildkiteConfig = BuildkiteConfig()
     source: str = "<defaults>"
     """Where this came from (a file path), for error messages."""
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from precisionbot import envvars
+from precisionbot.engines.allocation import slurm_allocation
 from precisionbot.engines.launcher import Launcher, log_tail
 from precisionbot.errors import ConfigError, EngineStartError
 
@@ -137,6 +138,7 @@ def launched_at(
             health_timeout_s=health_timeout_s,
             env={envvars.ENGINE_COMMIT: sha},
             cwd=where,
+            allocation=slurm_allocation(os.environ),
         )
         launcher.start()
         try:

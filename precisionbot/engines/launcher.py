@@ -4,6 +4,10 @@ The template (``engine.launch``) has ``{model}``, ``{tp}``, ``{port}`` and ``{ar
 ``python -m sglang.launch_server --model-path {model} --tp {tp} --port {port} {args}``. The engine runs in
 its own process group so that stopping it (SIGTERM, then SIGKILL after a grace period) also ends the worker
 processes a tensor-parallel server spawns.
+
+A multi-node engine's template also names ``{nnodes}``, ``{node_rank}`` and ``{dist_init_addr}``: inside a
+Slurm allocation of several nodes (``engines.allocation``), rank 0 runs here and every other rank through
+``srun`` on its own node; elsewhere they render as one node, rank 0, a free local port.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 import shlex
 import signal
 import socket
+import string
 import subprocess
 import time
 from collections.abc import Mapping
@@ -22,6 +27,7 @@ from types import TracebackType
 
 import httpx
 
+from precisionbot.engines.allocation import Allocation, rank_argv
 from precisionbot.errors import EngineStartError
 
 LOG_TAIL_LINES = 40
@@ -34,18 +40,44 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def render_command(template: str, *, model: str, tp: int, port: int, args: str = "") -> list[str]:
+def render_command(
+    template: str,
+    *,
+    model: str,
+    tp: int,
+    port: int,
+    args: str = "",
+    nnodes: int = 1,
+    node_rank: int = 0,
+    dist_init_addr: str = "127.0.0.1:0",
+) -> list[str]:
     """The argv for a template; each placeholder's value is split like shell words (``{args}`` into several)."""
     try:
-        text = template.format(model=shlex.quote(model), tp=tp, port=port, args=args)
+        text = template.format(
+            model=shlex.quote(model),
+            tp=tp,
+            port=port,
+            args=args,
+            nnodes=nnodes,
+            node_rank=node_rank,
+            dist_init_addr=shlex.quote(dist_init_addr),
+        )
     except (KeyError, IndexError, ValueError) as exc:
         raise EngineStartError(
-            f"engine.launch template {template!r} is invalid ({exc}); use only {{model}} {{tp}} {{port}} {{args}}"
+            f"engine.launch template {template!r} is invalid ({exc}); use only {{model}} {{tp}} {{port}} {{args}} "
+            "{nnodes} {node_rank} {dist_init_addr}"
         ) from exc
     argv = shlex.split(text)
     if not argv:
         raise EngineStartError("engine.launch renders to an empty command; set engine.launch in the config")
     return argv
+
+
+def uses_ranks(template: str) -> bool:
+    """Whether the template starts one process per node (it names ``{node_rank}``)."""
+    with contextlib.suppress(ValueError):
+        return any(field[1] == "node_rank" for field in string.Formatter().parse(template))
+    return False
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -103,9 +135,21 @@ class Launcher:
         env: Mapping[str, str] | None = None,
         stop_grace_s: float = 30.0,
         cwd: str | Path | None = None,
+        allocation: Allocation | None = None,
     ) -> None:
         self.port = port or free_port(host)
-        self.argv = render_command(template, model=model, tp=tp, port=self.port, args=args)
+        self.allocation = allocation if uses_ranks(template) else None
+        nnodes = self.allocation.nnodes if self.allocation else 1
+        dist_host = self.allocation.first_addr if self.allocation else "127.0.0.1"
+        dist = f"{dist_host}:{free_port('0.0.0.0' if self.allocation else '127.0.0.1')}"
+        self.argv, *ranks = (
+            render_command(
+                template, model=model, tp=tp, port=self.port, args=args, nnodes=nnodes, node_rank=r, dist_init_addr=dist
+            )
+            for r in range(nnodes)
+        )
+        self.rank_argvs = [rank_argv(r, argv) for r, argv in enumerate(ranks, start=1)]
+        """``srun`` commands of ranks 1.. (empty on one node)."""
         self.url = f"http://{host}:{self.port}"
         self.log_path = Path(log_path)
         self.health_timeout_s = health_timeout_s
@@ -114,13 +158,32 @@ class Launcher:
         self.cwd = None if cwd is None else Path(cwd)
         """Where the command runs: an engine commit's checkout when bisecting or running an A/B."""
         self.process: subprocess.Popen[bytes] | None = None
+        self.ranks: list[subprocess.Popen[bytes]] = []
+
+    def rank_log(self, rank: int) -> Path:
+        return self.log_path.with_name(f"{self.log_path.stem}-rank{rank}{self.log_path.suffix}")
 
     def start(self) -> str:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
         try:
-            self.process = subprocess.Popen(
-                self.argv,
+            self.process = self._popen(self.argv, self.log_path)
+            for rank, argv in enumerate(self.rank_argvs, start=1):
+                self.ranks.append(self._popen(argv, self.rank_log(rank)))
+        except BaseException:
+            self.stop()
+            raise
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self.url
+
+    def _popen(self, argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+        log = log_path.open("ab")
+        try:
+            return subprocess.Popen(
+                argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -129,15 +192,20 @@ class Launcher:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise EngineStartError(f"cannot run {self.argv[0]!r}: {exc.strerror or exc}; check engine.launch") from exc
+            raise EngineStartError(f"cannot run {argv[0]!r}: {exc.strerror or exc}; check engine.launch") from exc
         finally:
             log.close()
-        try:
-            self._wait_healthy()
-        except BaseException:
-            self.stop()
-            raise
-        return self.url
+
+    def _dead_rank(self) -> str | None:
+        for rank, proc in enumerate(self.ranks, start=1):
+            code = proc.poll()
+            if code is not None:
+                return (
+                    f"engine rank {rank} of {len(self.ranks) + 1} exited with code {code} before the engine was "
+                    f"healthy ({shlex.join(self.rank_argvs[rank - 1])}); log tail ({self.rank_log(rank)}):\n"
+                    f"{log_tail(self.rank_log(rank))}"
+                )
+        return None
 
     def _wait_healthy(self) -> None:
         assert self.process is not None
@@ -151,6 +219,9 @@ class Launcher:
                         f"engine exited with code {code} before it was healthy ({shlex.join(self.argv)})"
                         f"{self._says()}; log tail ({self.log_path}):\n{log_tail(self.log_path)}"
                     )
+                dead = self._dead_rank()
+                if dead is not None:
+                    raise EngineStartError(dead)
                 try:
                     status = client.get(f"{self.url}/health_generate").status_code
                     # llama-server has no /health_generate; its /health answers 200 once the model is loaded.
@@ -174,7 +245,19 @@ class Launcher:
         return f"; its log says: {line}" if line else ""
 
     def stop(self) -> int | None:
-        """SIGTERM the process group, SIGKILL it after the grace period; returns the exit code."""
+        """SIGTERM the process group (and the other ranks' ``srun``), SIGKILL after the grace period; returns
+        rank 0's exit code."""
+        for rank in self.ranks:
+            _stop(rank, signal.SIGTERM)
+        code = self._stop_rank0()
+        for rank in self.ranks:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                rank.wait(timeout=self.stop_grace_s)
+            _stop(rank, signal.SIGKILL)
+            rank.wait(timeout=30)
+        return code
+
+    def _stop_rank0(self) -> int | None:
         proc = self.process
         if proc is None:
             return None
@@ -191,8 +274,7 @@ class Launcher:
 
     def _signal(self, sig: signal.Signals) -> None:
         assert self.process is not None
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, sig)
+        _stop(self.process, sig)
 
     def __enter__(self) -> Launcher:
         self.start()
@@ -202,3 +284,8 @@ class Launcher:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)

@@ -31,6 +31,8 @@ class PullInfo:
     base_ref: str | None = None
     """The branch the PR targets (``base.ref``): ``/precision accept`` takes only merges into the default
     branch."""
+    head_ref: str | None = None
+    """The PR's branch in ``head_repo`` (``head.ref``): the branch a Buildkite build of the PR is named by."""
 
     @property
     def is_fork(self) -> bool:
@@ -125,6 +127,15 @@ class GitHubApi(Protocol):
     def update_comment(self, comment_id: int, body: str) -> Comment: ...
 
     def delete_comment(self, comment_id: int) -> None: ...
+
+
+class CommitStatuses(Protocol):
+    """Commit statuses (``POST statuses/{sha}``), for CI outside Actions (Buildkite) that reports a verdict on
+    the commit it judged. Raises ``GitHubError`` on failure."""
+
+    def create_status(self, sha: str, state: str, description: str, context: str, target_url: str | None) -> None:
+        """``state``: ``success``, ``failure``, ``error`` or ``pending`` (GitHub's words)."""
+        ...
 
 
 def effective_permission(permission: str, role_name: str | None) -> str:

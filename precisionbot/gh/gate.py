@@ -254,7 +254,7 @@ def _pull_request(event: Event, facts: Facts, config: Config) -> Decision:
                 return _tell_labeller(refusal, event, config)
             reason += f", head approved by {approver} in a review of that commit"
         decision = _run(config, suite, sha, pr, reason)
-        return _skip(_POOL_REFUSAL) if event.is_fork and _on_pool(decision) else decision
+        return _skip(_shared_refusal(decision)) if event.is_fork and _on_pool(decision) else decision
     if event.is_fork:
         return _skip(
             f"PR from a fork is not run automatically; a maintainer can add the {gh.fork_label!r} label "
@@ -478,10 +478,9 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
         )
     reason = f"/precision rerun by {event.comment_user}"
     reactions = (EYES, ROCKET)
-    if pull.is_fork and _on_pool(
-        _run(config, config.github.pr_suite, pull.head_sha, pull.number, reason, command.models)
-    ):
-        return _refuse("fork PR on a pool runner", f"😕 {_POOL_REFUSAL}.")
+    planned = _run(config, config.github.pr_suite, pull.head_sha, pull.number, reason, command.models)
+    if pull.is_fork and _on_pool(planned):
+        return _refuse("fork PR on a shared runner", f"😕 {_shared_refusal(planned)}.")
     decision = _run(
         config,
         config.github.pr_suite,
@@ -496,15 +495,26 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
     return replace(decision, reply=_pinned(decision))
 
 
-_POOL_REFUSAL = (
-    "This PR comes from a fork and the configured runner is a persistent pool (runner.kind: pool): fork code "
-    "would persist on the machine and poison later runs. Use runner.kind: ec2 (one fresh instance per job) "
-    "or host (one fresh container per job on your own GPU hosts)"
-)
+_SHARED_KINDS = {
+    "pool": "a persistent pool (runner.kind: pool): fork code would persist on the machine and poison later runs",
+    "slurm": "a Slurm cluster (runner.kind: slurm): fork code would run as the cluster account, with its shared "
+    "filesystem and network",
+}
+"""Runner kinds whose machine outlives the job or is shared with other work: never for fork code."""
+
+
+def _shared_refusal(decision: Decision) -> str:
+    kind = next(
+        cell["runner"]["kind"] for cell in decision.matrix["include"] if cell["runner"]["kind"] in _SHARED_KINDS
+    )
+    return (
+        f"This PR comes from a fork and the configured runner is {_SHARED_KINDS[kind]}. Use runner.kind: ec2 "
+        "(one fresh instance per job) or host (one fresh container per job on your own GPU hosts)"
+    )
 
 
 def _on_pool(decision: Decision) -> bool:
-    return any(cell["runner"]["kind"] == "pool" for cell in decision.matrix["include"])
+    return any(cell["runner"]["kind"] in _SHARED_KINDS for cell in decision.matrix["include"])
 
 
 def _pinned(decision: Decision) -> str:

@@ -88,7 +88,12 @@ def _gather_run(event: Event, api: GitHubApi, config: Config, bot_login: str) ->
     return replace(facts, run_pulls=tuple(candidates), run_events=events)
 
 
-def run_plan(event: Event, api: GitHubApi, config: Config) -> PlanOutcome:
+def run_plan(
+    event: Event, api: GitHubApi, config: Config, dispatch: Callable[[Decision], Decision] | None = None
+) -> PlanOutcome:
+    """``dispatch``: called with the gate's decision before any reaction or reply, and its answer is what the
+    bot says and returns: a CI that starts the run itself (``buildkite trigger`` creates the build there) may
+    refuse it, or name the build in the reply."""
     warnings: list[str] = []
 
     def courtesy(what: str, fn: Callable[[], object]) -> None:
@@ -102,6 +107,8 @@ def run_plan(event: Event, api: GitHubApi, config: Config) -> PlanOutcome:
     # Reactions only once the decision stands: the gate answers nobody without the rerun role (it reads their
     # role first), so an early 👀 would already be an answer.
     decision = decide(event, gather(event, api, config, bot_login, need), config)
+    if dispatch is not None:
+        decision = dispatch(decision)
     for content in decision.reactions:
         if event.comment_id is not None:
             courtesy(f"react {content}", functools.partial(api.react, event.comment_id, content))

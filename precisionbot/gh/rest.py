@@ -185,6 +185,16 @@ class RestGitHub:
         )
         return _comment_from_json(data)
 
+    def create_status(self, sha: str, state: str, description: str, context: str, target_url: str | None) -> None:
+        # GitHub caps the description at 140 characters (422 beyond it).
+        body = {"state": state, "description": description[:140], "context": context}
+        if target_url:
+            body["target_url"] = target_url
+        _guard(
+            f"POST statuses/{sha}",
+            lambda: self._client.requester.requestJsonAndCheck("POST", self._url(f"/statuses/{sha}"), input=body),
+        )
+
     def delete_comment(self, comment_id: int) -> None:
         _guard(
             f"DELETE issues/comments/{comment_id}",
@@ -205,6 +215,7 @@ def _pull_info(data: dict[str, Any]) -> PullInfo:
         merged=data.get("merged") is True or bool(data.get("merged_at")),
         merge_commit_sha=str(data["merge_commit_sha"]) if data.get("merge_commit_sha") else None,
         base_ref=str(data["base"]["ref"]) if data["base"].get("ref") else None,
+        head_ref=str(data["head"]["ref"]) if data["head"].get("ref") else None,
     )
 
 

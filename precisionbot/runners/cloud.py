@@ -25,12 +25,8 @@ _TERMINATE_BATCH = 100
 hold back the rest of a huge request."""
 
 
-class Cloud(Protocol):
-    """What the lifecycle needs from a cloud: start one instance, find instances, terminate them."""
-
-    def run_instance(self, spec: InstanceSpec, user_data: str, tags: Mapping[str, str]) -> Instance:
-        """Start one instance that terminates itself on shutdown, tagged at creation."""
-        ...
+class Fleet(Protocol):
+    """What terminate and reap need: find tagged machines (EC2 instances, Slurm jobs), end them."""
 
     def find_instances(
         self,
@@ -44,6 +40,14 @@ class Cloud(Protocol):
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
         """Terminate; ids that are already gone are not an error."""
+        ...
+
+
+class Cloud(Fleet, Protocol):
+    """What launch needs from a cloud besides: start one instance."""
+
+    def run_instance(self, spec: InstanceSpec, user_data: str, tags: Mapping[str, str]) -> Instance:
+        """Start one instance that terminates itself on shutdown, tagged at creation."""
         ...
 
 

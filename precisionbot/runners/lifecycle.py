@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 from precisionbot.errors import CloudError, ConfigError, PrecisionbotError
-from precisionbot.runners.cloud import Cloud
+from precisionbot.runners.cloud import Cloud, Fleet
 from precisionbot.runners.github_runners import RunnerRegistry
 from precisionbot.runners.records import (
     NAME_PREFIX,
@@ -114,13 +114,13 @@ def launch(
         }
         started = cloud.run_instance(instance, user_data, tags)
     except BaseException:
-        _delete_quietly(registry, runner.repo, jit.runner, log)
+        delete_quietly(registry, runner.repo, jit.runner, log)
         raise
     log(f"started {instance.instance_type} instance {started.id} (expires {tags[TAG_EXPIRES_AT]})")
     try:
         _wait_online(started.id, runner, jit.runner.id, cloud, registry, clock, wait_timeout_s, poll_interval_s)
     except BaseException as exc:
-        cleanup = _cleanup_after_failed_launch(started.id, runner.repo, jit.runner, cloud, registry, log)
+        cleanup = cleanup_after_failed_launch(started.id, runner.repo, jit.runner, cloud, registry, log)
         if isinstance(exc, PrecisionbotError):
             raise type(exc)(f"{exc}; {cleanup}") from exc
         raise
@@ -160,8 +160,8 @@ def _wait_online(
         clock.sleep(min(poll_s, remaining))
 
 
-def _cleanup_after_failed_launch(
-    instance_id: str, repo: str, runner: Runner, cloud: Cloud, registry: RunnerRegistry, log: Log
+def cleanup_after_failed_launch(
+    instance_id: str, repo: str, runner: Runner, cloud: Fleet, registry: RunnerRegistry, log: Log
 ) -> str:
     try:
         cloud.terminate([instance_id])
@@ -169,11 +169,11 @@ def _cleanup_after_failed_launch(
     except PrecisionbotError as exc:
         done = f"could NOT terminate {instance_id} ({exc}): run `precisionbot runner terminate`"
     log(done)
-    _delete_quietly(registry, repo, runner, log)
+    delete_quietly(registry, repo, runner, log)
     return done
 
 
-def _delete_quietly(registry: RunnerRegistry, repo: str, runner: Runner, log: Log) -> None:
+def delete_quietly(registry: RunnerRegistry, repo: str, runner: Runner, log: Log) -> None:
     """Best effort while already failing: the original error matters more; reap catches what is left."""
     try:
         registry.delete_runner(repo, runner.id)
@@ -184,7 +184,7 @@ def _delete_quietly(registry: RunnerRegistry, repo: str, runner: Runner, log: Lo
 
 def terminate(
     *,
-    cloud: Cloud,
+    cloud: Fleet,
     registry: RunnerRegistry | None,
     instance_id: str | None = None,
     run_id: str | None = None,
@@ -195,10 +195,10 @@ def terminate(
         raise ConfigError("runner terminate needs exactly one of --instance-id or --run-id")
     if instance_id is not None:
         found = cloud.find_instances(instance_ids=[instance_id])
-        foreign = [i.id for i in found if TAG_LABEL not in i.tags]
+        foreign = [i.id for i in found if TAG_RUNNER not in i.tags]
         if foreign:
             raise ConfigError(
-                f"instance {foreign[0]} has no {TAG_LABEL} tag: precisionbot did not start it, so it will "
+                f"{foreign[0]} has no {TAG_RUNNER} tag: precisionbot did not start it, so it will "
                 "not terminate it (check --instance-id)"
             )
     else:
@@ -231,7 +231,7 @@ def terminate(
 
 def reap(
     *,
-    cloud: Cloud,
+    cloud: Fleet,
     registry: RunnerRegistry | None,
     repos: Sequence[str] = (),
     now: datetime,
