@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -137,23 +137,29 @@ def _load_runner_config(config_path: str | None, model_name: str | None) -> Runn
     return config.runner_for(model)
 
 
-def _fleets(region: str | None, config_path: str | None) -> list[tuple[str, Fleet]]:
-    """What terminate and reap search: the EC2 regions (``_regions``), and the Slurm cluster when a runner of
-    the config is ``kind: slurm`` (the cluster ``squeue`` reaches from here)."""
+def _fleets(region: str | None, config_path: str | None) -> list[tuple[str, str, Callable[[], Fleet]]]:
+    """What terminate and reap search, as (where, kind, how to reach it): the EC2 regions (``_regions``), and
+    the Slurm cluster when a runner of the config is ``kind: slurm`` (the cluster ``squeue`` reaches from here).
+    Reached only when searched, so a Slurm job id needs no AWS region."""
     from precisionbot.config import load_config_or_default
-    from precisionbot.runners.cloud import Ec2Cloud
 
     config = load_config_or_default(config_path)
     runners = [config.runner, *(m.runner for m in config.models if m.runner is not None)]
     kinds = {r.kind for r in runners}
-    fleets: list[tuple[str, Fleet]] = []
+    fleets: list[tuple[str, str, Callable[[], Fleet]]] = []
     if kinds & {"ec2"} or not kinds & {"slurm"}:
-        fleets += [(f"region {r or '(boto3 default)'}", Ec2Cloud.from_env(r)) for r in _regions(region, config_path)]
+        fleets += [(f"region {r or '(boto3 default)'}", "ec2", _ec2(r)) for r in _regions(region, config_path)]
     if "slurm" in kinds:
         from precisionbot.runners.slurm_cli import SlurmCluster
 
-        fleets.append(("the Slurm cluster (squeue --me)", SlurmCluster()))
+        fleets.append(("the Slurm cluster (squeue --me)", "slurm", SlurmCluster))
     return fleets
+
+
+def _ec2(region: str | None) -> Callable[[], Fleet]:
+    from precisionbot.runners.cloud import Ec2Cloud
+
+    return lambda: Ec2Cloud.from_env(region)
 
 
 def _regions(region: str | None, config_path: str | None) -> list[str | None]:
@@ -462,7 +468,6 @@ def _emit(values: dict[str, str]) -> None:
 def _terminate(args: argparse.Namespace) -> int:
     from precisionbot.runners.lifecycle import terminate
     from precisionbot.runners.records import validate_instance_id, validate_run_id
-    from precisionbot.runners.slurm_cli import SlurmCluster
     from precisionbot.runners.slurm_jobs import validate_job_id
 
     run_id = validate_run_id(args.run_id) if args.run_id else None
@@ -475,16 +480,16 @@ def _terminate(args: argparse.Namespace) -> int:
         # An EC2 instance id (i-...) or a Slurm job id (digits): each fleet is asked only for its own kind.
         slurm = args.instance_id.isdigit()
         instance_id = validate_job_id(args.instance_id) if slurm else validate_instance_id(args.instance_id)
-        fleets = [(where, fleet) for where, fleet in fleets if isinstance(fleet, SlurmCluster) == slurm]
+        fleets = [fleet for fleet in fleets if (fleet[1] == "slurm") == slurm]
         if not fleets:
             raise ConfigError(
                 f"--instance-id {instance_id} is a Slurm job id, but no runner in the config is kind: slurm "
                 "(pass --config, or the instance id i-... of an EC2 runner)"
             )
-    for where, fleet in fleets:
+    for where, _kind, reach in fleets:
         _log(f"looking in {where}")
         done = terminate(
-            cloud=fleet,
+            cloud=reach(),
             registry=registry,
             instance_id=instance_id,
             run_id=run_id,
@@ -512,10 +517,10 @@ def _reap(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-age-minutes must be > 0, got {args.max_age_minutes:g}")
     registry = _registry(gh)
     instances = runners = 0
-    for index, (where, fleet) in enumerate(_fleets(args.region, args.config)):
+    for index, (where, _kind, reach) in enumerate(_fleets(args.region, args.config)):
         _log(f"looking in {where}")
         result = reap(
-            cloud=fleet,
+            cloud=reach(),
             # Runner registrations are per repository, not per region or cluster: clean them up once.
             registry=registry if index == 0 else None,
             repos=repos,

@@ -122,6 +122,11 @@ def _agent(args: argparse.Namespace) -> int:
             f"runner agent needs {envvars.GITHUB_TOKEN}: a token with repository administration: write "
             "for the repositories whose jobs it runs (a GitHub App installation token)"
         )
+    if "://" not in args.queue and not Path(args.queue).is_dir():
+        raise ConfigError(
+            f"--queue {args.queue!r} is neither a store URI (s3://bucket/host-queue, runner.queue in the config) "
+            "nor an existing folder: the agent would wait on a queue no launch writes to"
+        )
     state_dir = Path(args.state_dir)
     settings = AgentSettings(
         name=args.name or socket.gethostname(),
@@ -143,5 +148,9 @@ def _agent(args: argparse.Namespace) -> int:
     stopping = []
     # systemd stops the service with SIGTERM: leave the running container alone (the restart adopts it).
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    print(
+        f"precisionbot: agent {settings.name} waiting for jobs in {args.queue} (GPUs {args.gpus}, {args.runtime})",
+        flush=True,
+    )
     agent.run(poll_s=args.poll_seconds, should_stop=lambda: bool(stopping))
     return 0

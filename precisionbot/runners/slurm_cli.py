@@ -38,6 +38,11 @@ class SlurmCluster:
         self._cwd = cwd
         """Where ``sbatch`` runs, so where the job's ``%x.out`` log lands (its submit folder)."""
 
+    def preflight(self) -> None:
+        """Slurm's commands are here: checked before launch registers anything that would need cleaning up."""
+        for tool in ("sbatch", "squeue", "scancel"):
+            self._which(tool, "submit the runner's job")
+
     def submit(self, spec: SlurmJobSpec, tags: Mapping[str, str], jit_config: str) -> Instance:
         """Submit the job; the JIT config reaches it through ``--export``, never the argv or the script."""
         env: dict[str, str] = {k: self._env[k] for k in ("PATH", "HOME", "SLURM_CONF", "TMPDIR") if k in self._env}
@@ -85,12 +90,15 @@ class SlurmCluster:
             raise
         return parse_squeue(out)
 
-    def _run(self, argv: list[str], action: str, stdin: str | None = None, env: Mapping[str, str] | None = None) -> str:
-        if shutil.which(argv[0], path=self._env.get("PATH")) is None:
+    def _which(self, tool: str, action: str) -> None:
+        if shutil.which(tool, path=self._env.get("PATH")) is None:
             raise CloudError(
-                f"cannot {action}: {argv[0]} is not on PATH; run this where Slurm's client commands and the "
+                f"cannot {action}: {tool} is not on PATH; run this where Slurm's client commands and the "
                 "cluster's slurm.conf are (a login node), or set SLURM_CONF"
             )
+
+    def _run(self, argv: list[str], action: str, stdin: str | None = None, env: Mapping[str, str] | None = None) -> str:
+        self._which(argv[0], action)
         try:
             done = subprocess.run(
                 argv,

@@ -30,7 +30,9 @@ from precisionbot.runners.slurm_jobs import SlurmJob, SlurmJobSpec, validate_spe
 
 
 class Cluster(Fleet, Protocol):
-    """What launch needs from Slurm: submit a job, read one job back."""
+    """What launch needs from Slurm: its commands present, submit a job, read one job back."""
+
+    def preflight(self) -> None: ...
 
     def submit(self, spec: SlurmJobSpec, tags: Mapping[str, str], jit_config: str) -> Instance: ...
 
@@ -61,7 +63,8 @@ def launch_job(
 ) -> Launched:
     """Submit one runner's job and wait for it; a job still pending at the deadline is cancelled, with Slurm's
     reason for the wait (``Resources``, ``Priority``, ``ReqNodeNotAvail``...) in the error."""
-    validate_spec(spec)  # bad settings fail here, before anything exists that needs cleaning up
+    validate_spec(spec)  # bad settings and a missing sbatch fail here, before anything needs cleaning up
+    cluster.preflight()
     jit = registry.create_jit_config(runner.repo, spec.name, [runner.label], runner.runner_group_id)
     log(f"registered just-in-time runner {spec.name} (id {jit.runner.id}) in {runner.repo}")
     tags = {

@@ -291,3 +291,13 @@ def test_runner_launch_with_kind_host_queues_one_job_for_the_agents(
     config.write_text("runner:\n  kind: host\n")
     assert main(["runner", "launch", "--config", str(config), "--run-id", "4242"]) == 3
     assert "runner.queue" in capsys.readouterr().err
+
+
+def test_agent_refuses_a_queue_no_launch_writes_to(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from precisionbot.cli import main
+
+    monkeypatch.setenv("PRECISIONBOT_GITHUB_TOKEN", "t")
+    assert main(["runner", "agent", "--queue", "nonsense", "--image", "img"]) == 3
+    assert "neither a store URI" in capsys.readouterr().err

@@ -150,6 +150,23 @@ def test_slurm_keys_load_and_the_gate_keeps_fork_code_off_the_cluster() -> None:
         from_mapping({"runner": {"kind": "slurm", "nodes": 0}})
 
 
+def test_launch_without_slurms_commands_registers_nothing_and_says_where_to_run(
+    github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "precision.yml"
+    config.write_text(yaml.safe_dump({"runner": {"kind": "slurm", "runner_dir": "/shared/runner"}}))
+    monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    assert main(["runner", "launch", "--config", str(config)]) == 3
+    assert "sbatch is not on PATH" in capsys.readouterr().err
+    assert github.runners() == []
+
+
+def test_a_slurm_job_id_needs_a_slurm_runner_in_the_config(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runner", "terminate", "--instance-id", "12"]) == 3
+    assert "is a Slurm job id, but no runner in the config is kind: slurm" in capsys.readouterr().err
+
+
 # --- against a real Slurm -------------------------------------------------------------------------------------
 
 RUNNER = r"""#!/bin/bash
