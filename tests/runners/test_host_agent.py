@@ -240,6 +240,48 @@ def test_a_restarted_agent_finishes_or_reaps_what_its_killed_predecessor_left(
 
 
 @needs_bwrap
+def test_an_agent_process_killed_with_sigkill_mid_job_is_followed_by_one_that_finishes_the_job(
+    host: dict[str, Any], queue: HostQueue, registry: GitHubRunnerRegistry, github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The same case with a real process: `precisionbot runner agent` (the service's own command line) starts
+    the job, is SIGKILLed (no handler runs), and an agent with its name and state folder takes over."""
+    import signal
+    import subprocess
+    import sys
+
+    job = submit(queue, ttl=30)
+    argv = [
+        sys.executable, "-m", "precisionbot", "runner", "agent", "--queue", "s3://pb-host-queue/host-queue",
+        "--image", str(host["image"]), "--runtime", "bwrap", "--state-dir", str(tmp_path), "--gpus", "0,1",
+        "--name", "gpu-host-1", "--command", "/usr/bin/python3 /runner/run.py", "--grace-seconds", "5",
+        "--bind", f"{host['control']}:/control", "--poll-seconds", "0.1",
+    ]  # fmt: skip
+    log = (tmp_path / "agent.log").open("wb")
+    first = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (claims := host["runtime"].list()):
+            assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "agent.log").read_text()
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        log.close()
+    assert "waiting for jobs in s3://pb-host-queue/host-queue" in (tmp_path / "agent.log").read_text()
+    restarted = agent(host, queue, registry)
+    restarted.recover()
+    claim = restarted.current
+    assert claim is not None and claim.container == claims[0].name  # adopted: the killed agent's sandbox lives on
+    report(host, claim)
+    pid = pid_of(host, claim)
+    release(host, claim)
+    assert until_ended(restarted) == "ended: finished"
+    assert_nothing_left(host, github, queue, job, pid)
+
+
+@needs_bwrap
 def test_two_jobs_racing_for_one_gpu_never_share_it(
     host: dict[str, Any], queue: HostQueue, registry: GitHubRunnerRegistry, github: FakeGitHub
 ) -> None:
