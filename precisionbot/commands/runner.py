@@ -138,16 +138,17 @@ def _load_runner_config(config_path: str | None, model_name: str | None) -> Runn
 
 
 def _fleets(region: str | None, config_path: str | None) -> list[tuple[str, str, Callable[[], Fleet]]]:
-    """What terminate and reap search, as (where, kind, how to reach it): the EC2 regions (``_regions``), and
-    the Slurm cluster when a runner of the config is ``kind: slurm`` (the cluster ``squeue`` reaches from here).
-    Reached only when searched, so a Slurm job id needs no AWS region."""
+    """What terminate and reap search, as (where, kind, how to reach it): the EC2 regions (``_regions``) when a
+    runner of the config is ``kind: ec2`` (the default) or ``--region`` is given, and the Slurm cluster when one is
+    ``kind: slurm`` (the cluster ``squeue`` reaches from here). Reached only when searched, so a Slurm job id
+    needs no AWS region. (``kind: host`` jobs are the agents' to end: ``_cancel_host_jobs``.)"""
     from precisionbot.config import load_config_or_default
 
     config = load_config_or_default(config_path)
     runners = [config.runner, *(m.runner for m in config.models if m.runner is not None)]
     kinds = {r.kind for r in runners}
     fleets: list[tuple[str, str, Callable[[], Fleet]]] = []
-    if kinds & {"ec2"} or not kinds & {"slurm"}:
+    if "ec2" in kinds or region:
         fleets += [(f"region {r or '(boto3 default)'}", "ec2", _ec2(r)) for r in _regions(region, config_path)]
     if "slurm" in kinds:
         from precisionbot.runners.slurm_cli import SlurmCluster
@@ -486,6 +487,8 @@ def _terminate(args: argparse.Namespace) -> int:
                 f"--instance-id {instance_id} is a Slurm job id, but no runner in the config is kind: slurm "
                 "(pass --config, or the instance id i-... of an EC2 runner)"
             )
+    if run_id is not None:
+        instances += _cancel_host_jobs(run_id, args.config)
     for where, _kind, reach in fleets:
         _log(f"looking in {where}")
         done = terminate(
@@ -501,6 +504,25 @@ def _terminate(args: argparse.Namespace) -> int:
         runners += len(done.runner_names)
     _log(f"terminated {instances} instance(s) or job(s), deleted {runners} runner registration(s)")
     return 0
+
+
+def _cancel_host_jobs(run_id: str, config_path: str | None) -> int:
+    """``kind: host``: the run's open jobs in every queue the config names, cancelled (the agents end them)."""
+    from precisionbot.baselines.store import open_store
+    from precisionbot.config import load_config_or_default
+    from precisionbot.runners.host_queue import HostQueue
+
+    config = load_config_or_default(config_path)
+    runners = [config.runner, *(m.runner for m in config.models if m.runner is not None)]
+    cancelled = 0
+    for queue in sorted({r.queue for r in runners if r.kind == "host" and r.queue}):
+        asked = HostQueue(open_store(queue)).cancel(run_id)
+        _log(
+            f"cancelled {len(asked)} host job(s) of run {run_id} in {queue}"
+            + (f": {', '.join(asked)}" if asked else "")
+        )
+        cancelled += len(asked)
+    return cancelled
 
 
 def _reap(args: argparse.Namespace) -> int:

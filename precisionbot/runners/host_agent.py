@@ -94,6 +94,8 @@ class Agent:
         GPUs``, ``idle``."""
         if self.current is not None:
             claim = self.current
+            if self.queue.cancelled(claim.job_id):
+                return "ended: " + self.end(claim, "cancelled")
             state = self.runtime.inspect(claim.container)
             if state is None or not state.running:
                 code = None if state is None else state.exit_code

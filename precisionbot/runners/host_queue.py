@@ -105,7 +105,9 @@ class HostQueue:
 
     def pending(self) -> list[HostJob]:
         """Requests no agent has claimed yet, oldest first (ids sort by nothing useful: use created_at)."""
-        open_ids = self._ids("request.json") - self._ids("claim.json") - self._ids("done.json")
+        open_ids = (
+            self._ids("request.json") - self._ids("claim.json") - self._ids("done.json") - self._ids("cancel.json")
+        )
         jobs = [self.request(i) for i in open_ids]
         return sorted(jobs, key=lambda j: (j.created_at, j.id))
 
@@ -139,6 +141,25 @@ class HostQueue:
         if key in self.store.list_keys(f"jobs/{job_id}/"):
             return
         self.store.put_bytes(key, _dump({"outcome": outcome, **(detail or {})}))
+
+    def cancel(self, run_id: str) -> list[str]:
+        """``runner terminate --run-id``: ask for the end of every open job of the run; the ids asked for.
+
+        An unclaimed job is done at once (``cancelled``: no agent will take it); a claimed one gets a
+        ``cancel.json`` that its agent reads on its next step, and ends the container as at the TTL."""
+        done = self._ids("done.json")
+        asked = []
+        for job_id in sorted(self._ids("request.json") - done):
+            if self.request(job_id).run_id != run_id:
+                continue
+            self.store.put_bytes(f"jobs/{job_id}/cancel.json", _dump({"run_id": run_id}))
+            if job_id not in self._ids("claim.json"):
+                self.finish(job_id, "cancelled")
+            asked.append(job_id)
+        return asked
+
+    def cancelled(self, job_id: str) -> bool:
+        return f"jobs/{job_id}/cancel.json" in self.store.list_keys(f"jobs/{job_id}/")
 
     def outcome(self, job_id: str) -> str | None:
         keys = self.store.list_keys(f"jobs/{job_id}/")

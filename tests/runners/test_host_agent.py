@@ -343,3 +343,29 @@ def test_agent_refuses_a_queue_no_launch_writes_to(
     monkeypatch.setenv("PRECISIONBOT_GITHUB_TOKEN", "t")
     assert main(["runner", "agent", "--queue", "nonsense", "--image", "img"]) == 3
     assert "neither a store URI" in capsys.readouterr().err
+
+
+@needs_bwrap
+def test_runner_terminate_cancels_the_runs_host_jobs_pending_and_running(
+    host: dict[str, Any], queue: HostQueue, registry: GitHubRunnerRegistry, github: FakeGitHub, tmp_path: Path
+) -> None:
+    from precisionbot.cli import main
+
+    running = submit(queue)
+    a = agent(host, queue, registry)
+    assert a.step() == f"started {running.id}" and a.current is not None
+    claim = a.current
+    report(host, claim)
+    pid = pid_of(host, claim)
+    pending = submit(queue)
+    other = HostJob(**{**running.__dict__, "id": new_job_id("999"), "run_id": "999"})
+    queue.submit(other)
+    config = tmp_path / "precision.yml"
+    config.write_text("runner:\n  kind: host\n  queue: s3://pb-host-queue/host-queue\n")
+    assert main(["runner", "terminate", "--run-id", "4242", "--config", str(config)]) == 0
+    assert queue.outcome(pending.id) == "cancelled"  # never taken by an agent
+    assert [j.id for j in queue.pending()] == [other.id]  # another run's job is untouched
+    assert a.step() == "ended: cancelled"  # the running one: its agent ends it on its next step
+    assert queue.outcome(running.id) == "cancelled"
+    queue.finish(other.id, "cancelled")
+    assert_nothing_left(host, github, queue, running, pid)
