@@ -199,24 +199,22 @@ def _job_config(control: Path, faults: tuple[str, ...]) -> dict[str, object]:
     }
 
 
+def _started(tmp: pytest.TempPathFactory, *, two_nodes: bool) -> Iterator[slurm_cluster.Cluster]:
+    # needs_slurm skips the tests when Slurm is missing; CI sets PRECISIONBOT_REQUIRE_SLURM, and then it fails.
+    if not slurm_cluster.available():
+        pytest.fail("PRECISIONBOT_REQUIRE_SLURM is set but Slurm's daemons, ip/nsenter or root are missing")
+    with slurm_cluster.cluster(tmp.mktemp("slurm"), two_nodes=two_nodes, index=int(two_nodes)) as made:
+        yield made
+
+
 @pytest.fixture(scope="module")
 def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm_cluster.Cluster]:
-    if not slurm_cluster.available():
-        pytest.skip("needs root and slurmctld slurmd slurm-client munge") if not os.environ.get(
-            "PRECISIONBOT_REQUIRE_SLURM"
-        ) else pytest.fail("PRECISIONBOT_REQUIRE_SLURM is set but Slurm's daemons or root are missing")
-    with slurm_cluster.cluster(tmp_path_factory.mktemp("slurm1"), two_nodes=False, index=0) as made:
-        yield made
+    yield from _started(tmp_path_factory, two_nodes=False)
 
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm_cluster.Cluster]:
-    if not slurm_cluster.available():
-        pytest.skip("needs root and slurmctld slurmd slurm-client munge") if not os.environ.get(
-            "PRECISIONBOT_REQUIRE_SLURM"
-        ) else pytest.fail("PRECISIONBOT_REQUIRE_SLURM is set but Slurm's daemons or root are missing")
-    with slurm_cluster.cluster(tmp_path_factory.mktemp("slurm2"), two_nodes=True, index=1) as made:
-        yield made
+    yield from _started(tmp_path_factory, two_nodes=True)
 
 
 class Site:
