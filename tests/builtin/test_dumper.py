@@ -125,3 +125,18 @@ def test_reset_removes_the_hooks(tmp_path: Path) -> None:
         _generate(client, PROMPT)
         assert client.post("/dumper/get_state", json={}).json()[0]["step"] == 3
     assert not (tmp_path / "e").exists()  # the core fields came from the hooks too
+
+
+def test_serve_warns_when_the_armed_dumper_cannot_see_graphed_forwards() -> None:
+    # SGLang's documented HTTP workflow (DUMPER_ENABLE=0 DUMPER_SERVER_PORT=reuse, then /dumper/configure) writes
+    # nothing from forwards replayed as CUDA graphs; serve says so at start instead of leaving a silent empty dir.
+    from precisionbot.builtin.dumper_config import DumperConfig, RuntimeFlags
+    from precisionbot.commands.serve import dumper_blind_spots
+
+    armed = DumperConfig(server_port="reuse", non_intrusive_mode="all")
+    said = dumper_blind_spots(RuntimeFlags(dumper=armed))
+    assert said is not None and "--disable-cuda-graph --disable-prefill-cuda-graph" in said
+    only_prefill = dumper_blind_spots(RuntimeFlags(disable_cuda_graph=True, dumper=armed))
+    assert only_prefill is not None and "prefill forwards" in only_prefill
+    assert dumper_blind_spots(RuntimeFlags(True, True, armed)) is None
+    assert dumper_blind_spots(RuntimeFlags()) is None  # dumper off: nothing to warn about
