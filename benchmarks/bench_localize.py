@@ -19,31 +19,13 @@ import time
 from pathlib import Path
 
 from precisionbot.cli import main
+from precisionbot.localize.catalogue import OP_FAULTS
 
 ROWS = [
-    ("golden", "attn-p-fp8", [], "model.layers.0.self_attn"),
-    ("golden", "attn-p-fp8-scaled", [], "model.layers.0.self_attn"),
-    ("golden", "attn-p-bf16", [], "model.layers.0.self_attn"),
-    ("golden", "state-mantissa=4", [], "model.layers.1.linear_attn"),
-    ("golden", "mlp-bf16=0", [], "model.layers.0.mlp"),
-    ("golden", "mlp-bf16=1", [], "model.layers.1.mlp"),
-    ("golden", "mlp-bf16=2", [], "model.layers.2.mlp"),
-    ("golden", "mantissa=10", [], "model.layers.0"),
-    ("decode", "state-bf16-decode", [], "model.layers.1.linear_attn"),
-    ("decode", "swa-decode-window", ["--max-new-tokens", "260"], "model.layers.2.self_attn"),
-    ("prefill-cache-hit", "restore-stale-page", ["--prompt-tokens", "160"], "model.layers.0.self_attn"),
-    ("prefill-cache-hit", "restore-layer0-only", ["--prompt-tokens", "160"], "model.layers.1.linear_attn"),
-    ("prefill-cache-hit", "mamba-stale-checkpoint", ["--prompt-tokens", "160"], "model.layers.1.linear_attn"),
-    ("prefill-cache-hit", "conv-state-shift", ["--prompt-tokens", "160"], "model.layers.1.linear_attn"),
-    ("prefill-cache-hit", "swa-early-evict", ["--prompt-tokens", "160"], "model.layers.2.self_attn"),
-    (
-        "decode-cache-hit",
-        "cache-decode-kv-rounded",
-        ["--prompt-tokens", "120", "--max-new-tokens", "24"],
-        "model.layers.0.self_attn",
-    ),
-    ("decode", "", [], None),
-]
+    (f.path, f.fault, ["--prompt-tokens", str(f.prompt_tokens), "--max-new-tokens", str(f.max_new_tokens)], f.expected)
+    for f in OP_FAULTS
+] + [("decode", "", [], None)]
+"""Every op-level fault of the catalogue (the module it lives in), then the clean engine (no module)."""
 
 
 def main_() -> int:

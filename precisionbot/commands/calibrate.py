@@ -6,8 +6,10 @@ of the catalogue (or ``--faults``) and ``--reruns N`` more clean runs (other pro
 compositions) run the chosen checks (default: all of the three helpers, golden and batch_invariance) against
 it. The first table is each variant's verdicts and key numbers; then the false-alarm count over the runs that
 must pass; the last table, per threshold, the largest value among the variants that must pass, the smallest
-among those that must fail, and whether the threshold sits between them. Exit 1 when a bug is missed, a
-must-pass run fails or a threshold does not separate (a must-pass value beyond it); 0 otherwise.
+among those that must fail, and whether the threshold sits between them. ``--localize`` adds the localization
+column: every op-level fault through ``localize`` on its own path, with the module named, the module expected
+and the time. Exit 1 when a bug is missed, a must-pass run fails, a threshold does not separate (a must-pass
+value beyond it) or a fault is localized to the wrong module; 0 otherwise.
 """
 
 from __future__ import annotations
@@ -111,6 +113,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
     p.add_argument("--prompt-tokens", default="256..1024", metavar="N|LO..HI")
     p.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    p.add_argument(
+        "--localize",
+        action="store_true",
+        help="also localize every op-level fault (of --faults, if given) and show the module named, the module "
+        "expected and the time: a wrong or missing module fails the run",
+    )
     g = p.add_argument_group(
         "size grid",
         "--grid: the clean engine over sizes users pick (every check must pass or be inconclusive) and each "
@@ -200,14 +208,66 @@ def _run(args: argparse.Namespace) -> int:
                     },
                 }
             )
+        located = _localize_all(args, flags, Path(tmp)) if args.localize else []
     summary = assess(rows, suite.checks, thresholds)
+    misnamed = [r["fault"] for r in located if r["named"] != r["expected"]]
     if args.json:
-        print(json.dumps({"profile": profile, "variants": rows, **summary}, indent=2, default=str))
+        localization = {"localization": located, "misnamed": misnamed} if args.localize else {}
+        print(json.dumps({"profile": profile, "variants": rows, **summary, **localization}, indent=2, default=str))
     else:
         print(render(rows, suite.checks, thresholds))
         print()
         print(summary_text(summary))
-    return 1 if summary["misses"] or summary["false_alarms"] or summary["not_separating"] else 0
+        if args.localize:
+            print()
+            print(render_localization(located))
+    return 1 if summary["misses"] or summary["false_alarms"] or summary["not_separating"] or misnamed else 0
+
+
+def _localize_all(args: argparse.Namespace, flags: dict[str, Any], tmp: Path) -> list[dict[str, Any]]:
+    """``--localize``: each op-level fault (of ``--faults``, if given) through ``localize`` on its own path."""
+    from precisionbot.commands.localize import localize_builtin_fault
+    from precisionbot.localize.catalogue import OP_FAULTS
+
+    chosen = None if args.faults is None else {v.strip() for v in args.faults.split(",")}
+    tiny = flags["preset"] == "tiny"
+    faults = [f for f in OP_FAULTS if (chosen is None or f.fault in chosen) and not (tiny and f.hybrid_only)]
+    located = []
+    for i, f in enumerate(faults, start=1):
+        out = tmp / "localize" / f.fault.replace("=", "-")
+        outcome = localize_builtin_fault(f.fault, f.path, f.prompt_tokens, f.max_new_tokens, flags, out)
+        first = outcome.summary["first_diverging_op"]
+        named = first["module"] if first else None
+        located.append(
+            {
+                "fault": f.fault,
+                "path": f.path,
+                "named": named,
+                "expected": f.expected,
+                "seconds": outcome.summary["seconds"],
+                "dump_bytes": outcome.summary["dump_bytes"],
+            }
+        )
+        verdict = "as expected" if named == f.expected else f"EXPECTED {f.expected}"
+        print(f"calibrate localize [{i}/{len(faults)}] {f.fault} ({f.path}): {named} {verdict}", file=sys.stderr)
+    return located
+
+
+def render_localization(located: Sequence[Mapping[str, Any]]) -> str:
+    """The localization column as its own table: one row per op-level fault."""
+    lines = [
+        "| fault | path | module named | expected | time s | dumps MB |",
+        "| --- | --- | --- | --- | ---: | ---: |",
+    ]
+    for r in located:
+        mark = "" if r["named"] == r["expected"] else " ✗"
+        lines.append(
+            f"| `{r['fault']}` | {r['path']} | `{r['named']}`{mark} | `{r['expected']}` | {r['seconds']:.1f} | "
+            f"{r['dump_bytes'] / 1e6:.1f} |"
+        )
+    if not located:
+        lines.append("| (no op-level fault among --faults) | | | | | |")
+    return "\n".join(lines)
 
 
 def assess(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds: Any) -> dict[str, Any]:

@@ -14,13 +14,16 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.options import FAULT_NAMES, EngineOptions, parse_fault
 from precisionbot.commands.engine_option import add_engine_url_flag, engine_mode
 from precisionbot.config import load_config_or_default
 from precisionbot.errors import ConfigError
+
+if TYPE_CHECKING:
+    from precisionbot.localize.run import Outcome
 
 DEFAULT_OUT = "precisionbot-localize"
 PATHS = ("decode", "prefill-cache-hit", "decode-cache-hit", "golden")
@@ -89,25 +92,46 @@ def _builtin_options(args: argparse.Namespace, faults: tuple[str, ...]) -> Engin
 
 
 @contextmanager
+def builtin_engines(target: EngineOptions, baseline: EngineOptions | None, out: Path) -> Iterator[_Engines]:
+    """The builtin engine with the dumper on (and, for golden, a clean baseline build beside it), served on
+    free ports with every setting the guards require; dumps go to ``out/dumps``."""
+    from precisionbot.builtin.dumper_config import DumperConfig, RuntimeFlags
+    from precisionbot.builtin.server import BuiltinServer
+
+    dumper = DumperConfig(server_port="reuse", non_intrusive_mode="all", dir=str(out / "dumps"))
+    runtime = RuntimeFlags(disable_cuda_graph=True, disable_prefill_cuda_graph=True, dumper=dumper)
+    with ExitStack() as stack:
+        served = stack.enter_context(BuiltinServer(target, flags=runtime))
+        clean = None if baseline is None else stack.enter_context(BuiltinServer(baseline, flags=runtime)).url
+        yield _Engines(served.url, clean)
+
+
+def localize_builtin_fault(fault: str, path: str, prompt_tokens: int, max_new_tokens: int, flags: dict[str, Any],
+                           out: Path) -> Outcome:  # fmt: skip
+    """One builtin fault localized on ``path`` (what ``calibrate --localize`` runs per op-level fault)."""
+    from precisionbot.localize.run import Settings, localize_engines
+
+    kwargs = dict(flags)
+    if path != "golden":
+        kwargs["enable_deterministic_inference"] = True
+    target = EngineOptions(faults=(parse_fault(fault),), **kwargs)
+    baseline = EngineOptions(**kwargs) if path == "golden" else None
+    started = time.monotonic()
+    with builtin_engines(target, baseline, out) as engines:
+        return localize_engines(engines.target, engines.baseline, Settings(path, prompt_tokens, max_new_tokens), out,
+                                started)  # fmt: skip
+
+
+@contextmanager
 def _engines(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
     if args.engine == "builtin":
-        from precisionbot.builtin.dumper_config import DumperConfig, RuntimeFlags
-        from precisionbot.builtin.server import BuiltinServer
-
-        target_options = _builtin_options(args, tuple(args.fault))
-        dumper = DumperConfig(server_port="reuse", non_intrusive_mode="all", dir=str(out / "dumps"))
-        runtime = RuntimeFlags(disable_cuda_graph=True, disable_prefill_cuda_graph=True, dumper=dumper)
-        with ExitStack() as stack:
-            target = stack.enter_context(BuiltinServer(target_options, flags=runtime))
-            baseline = None
-            if args.path == "golden":
-                if not args.fault:
-                    raise ConfigError(
-                        "--path golden with --engine builtin compares a faulted build with a clean one: add --fault"
-                    )
-                clean = stack.enter_context(BuiltinServer(_builtin_options(args, ()), flags=runtime))
-                baseline = clean.url
-            yield _Engines(target.url, baseline)
+        if args.path == "golden" and not args.fault:
+            raise ConfigError(
+                "--path golden with --engine builtin compares a faulted build with a clean one: add --fault"
+            )
+        baseline = _builtin_options(args, ()) if args.path == "golden" else None
+        with builtin_engines(_builtin_options(args, tuple(args.fault)), baseline, out) as engines:
+            yield engines
         return
     if args.fault:
         raise ConfigError("--fault is for the builtin engine; add --engine builtin")

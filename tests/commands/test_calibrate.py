@@ -124,3 +124,26 @@ def test_grid_cells_parse_count_and_warn() -> None:
     (warning,) = floor_warnings(short)
     assert "decode_cache_hit at 64 new tokens" in warning and "cache-decode-kv-rounded (256 new tokens" in warning
     assert floor_warnings(dataclasses.replace(short, checks=("match",))) == []
+
+
+def test_localize_column_names_each_op_level_faults_module(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    argv = ["calibrate", "--model-preset", "tiny", "--faults", "attn-p-fp8,restore-stale-page", "--checks",
+            "match", "--samples", "2", "--max-new-tokens", "16", "--prompt-tokens", "64..96", "--localize",
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["fault"], r["named"], r["expected"]) for r in out["localization"]] == [
+        ("attn-p-fp8", "model.layers.0.self_attn", "model.layers.0.self_attn"),
+        ("restore-stale-page", "model.layers.0.self_attn", "model.layers.0.self_attn"),
+    ]
+    assert out["misnamed"] == [] and all(r["seconds"] > 0 and r["dump_bytes"] > 0 for r in out["localization"])
+
+
+def test_localization_table_marks_a_wrong_module() -> None:
+    from precisionbot.commands.calibrate import render_localization
+
+    row = {"fault": "mlp-bf16=1", "path": "golden", "named": "model.layers.0.mlp", "expected": "model.layers.1.mlp",
+           "seconds": 1.0, "dump_bytes": 2e6}  # fmt: skip
+    assert "`model.layers.0.mlp` ✗ | `model.layers.1.mlp`" in render_localization([row])

@@ -1,0 +1,52 @@
+"""The builtin engine's op-level faults and the module each one lives in: what ``calibrate --localize`` and
+``benchmarks/bench_localize.py`` hold ``localize`` to.
+
+Pure data. Each fault is localized on the path that exercises it (golden for a kernel changed everywhere, a
+helper's path for a decode- or cache-only bug) at the smallest sizes that show it: the cache-hit paths need a
+prompt past the 64-token recurrent checkpoint, ``swa-decode-window`` a generation past the 256-key window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OpFault:
+    fault: str
+    path: str
+    """``localize --path``: golden, decode, prefill-cache-hit or decode-cache-hit."""
+    expected: str
+    """The module that must be named (docs/builtin-engine.md's fault table says where each fault lives)."""
+    prompt_tokens: int = 96
+    max_new_tokens: int = 8
+    hybrid_only: bool = False
+    """Lives in the recurrent or sliding-window layer: the ``tiny`` preset has neither."""
+
+
+OP_FAULTS: tuple[OpFault, ...] = (
+    OpFault("attn-p-fp8", "golden", "model.layers.0.self_attn"),
+    OpFault("attn-p-fp8-scaled", "golden", "model.layers.0.self_attn"),
+    OpFault("attn-p-bf16", "golden", "model.layers.0.self_attn"),
+    OpFault("state-mantissa=4", "golden", "model.layers.1.linear_attn", hybrid_only=True),
+    OpFault("mlp-bf16=0", "golden", "model.layers.0.mlp"),
+    OpFault("mlp-bf16=1", "golden", "model.layers.1.mlp"),
+    OpFault("mlp-bf16=2", "golden", "model.layers.2.mlp", hybrid_only=True),
+    OpFault("mantissa=10", "golden", "model.layers.0"),
+    OpFault("state-bf16-decode", "decode", "model.layers.1.linear_attn", hybrid_only=True),
+    OpFault("swa-decode-window", "decode", "model.layers.2.self_attn", max_new_tokens=260, hybrid_only=True),
+    OpFault("restore-stale-page", "prefill-cache-hit", "model.layers.0.self_attn", prompt_tokens=160),
+    OpFault("restore-layer0-only", "prefill-cache-hit", "model.layers.1.linear_attn", prompt_tokens=160,
+            hybrid_only=True),
+    OpFault("mamba-stale-checkpoint", "prefill-cache-hit", "model.layers.1.linear_attn", prompt_tokens=160,
+            hybrid_only=True),
+    OpFault("conv-state-shift", "prefill-cache-hit", "model.layers.1.linear_attn", prompt_tokens=160,
+            hybrid_only=True),
+    OpFault("swa-early-evict", "prefill-cache-hit", "model.layers.2.self_attn", prompt_tokens=160, hybrid_only=True),
+    OpFault("cache-decode-kv-rounded", "decode-cache-hit", "model.layers.0.self_attn", prompt_tokens=120,
+            max_new_tokens=24),
+)  # fmt: skip
+
+
+def op_fault(fault: str) -> OpFault | None:
+    return next((f for f in OP_FAULTS if f.fault == fault), None)
