@@ -39,6 +39,8 @@ SERVER_ENV = {
     "VLLM_CPU_OMP_THREADS_BIND": f"0-{max(0, (os.cpu_count() or 1) - 1)}",
     "HF_HUB_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
+    # AMX tile permission for vLLM's bf16 CPU attention kernel (vllm_amx/sitecustomize.py says why).
+    "PYTHONPATH": str(Path(__file__).resolve().parent / "vllm_amx"),
 }
 # `python -m`: the `vllm` console script asks importlib.metadata for "vllm" and the distribution is vllm-cpu.
 # `--enforce-eager -O0`: no torch.compile of the tiny models; a server is ready in about 80 s instead of 120 s
