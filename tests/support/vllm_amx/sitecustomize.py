@@ -7,6 +7,7 @@ does not survive ``exec``, and vLLM's workers are spawned), is what torch would 
 call fails and nothing changes.
 """
 
+import contextlib
 import ctypes
 import platform
 
@@ -14,7 +15,5 @@ if platform.system() == "Linux" and platform.machine() == "x86_64":
     _SYS_ARCH_PRCTL = 158
     _ARCH_REQ_XCOMP_PERM = 0x1023
     _XFEATURE_XTILEDATA = 18
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA)
-    except (OSError, AttributeError):
-        pass
