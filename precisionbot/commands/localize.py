@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,14 +81,16 @@ class _Engines:
 
 
 def _builtin_options(args: argparse.Namespace, faults: tuple[str, ...]) -> EngineOptions:
-    kwargs = engine_kwargs(args)
-    if args.path != "golden":
+    return path_options(args.path, faults, {**engine_kwargs(args), "sliding_window_size": args.sliding_window_size})
+
+
+def path_options(path: str, faults: Sequence[str], kwargs: Mapping[str, Any]) -> EngineOptions:
+    """The builtin engine's options for localizing on ``path``."""
+    if path != "golden":
         # The helper paths compare decode (or a cache hit) with prefill bit for bit: only meaningful where the
         # two paths take the same kernels.
-        kwargs["enable_deterministic_inference"] = True
-    return EngineOptions(
-        faults=tuple(parse_fault(f) for f in faults), sliding_window_size=args.sliding_window_size, **kwargs
-    )
+        kwargs = {**kwargs, "enable_deterministic_inference": True}
+    return EngineOptions(faults=tuple(parse_fault(f) for f in faults), **kwargs)
 
 
 @contextmanager
@@ -106,16 +108,13 @@ def builtin_engines(target: EngineOptions, baseline: EngineOptions | None, out: 
         yield _Engines(served.url, clean)
 
 
-def localize_builtin_fault(fault: str, path: str, prompt_tokens: int, max_new_tokens: int, flags: dict[str, Any],
+def localize_builtin_fault(fault: str, path: str, prompt_tokens: int, max_new_tokens: int, flags: Mapping[str, Any],
                            out: Path) -> Outcome:  # fmt: skip
     """One builtin fault localized on ``path`` (what ``calibrate --localize`` runs per op-level fault)."""
     from precisionbot.localize.run import Settings, localize_engines
 
-    kwargs = dict(flags)
-    if path != "golden":
-        kwargs["enable_deterministic_inference"] = True
-    target = EngineOptions(faults=(parse_fault(fault),), **kwargs)
-    baseline = EngineOptions(**kwargs) if path == "golden" else None
+    target = path_options(path, (fault,), flags)
+    baseline = path_options(path, (), flags) if path == "golden" else None
     started = time.monotonic()
     with builtin_engines(target, baseline, out) as engines:
         return localize_engines(engines.target, engines.baseline, Settings(path, prompt_tokens, max_new_tokens), out,

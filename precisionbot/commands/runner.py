@@ -137,19 +137,23 @@ def _load_runner_config(config_path: str | None, model_name: str | None) -> Runn
     return config.runner_for(model)
 
 
-def _fleets(region: str | None, config_path: str | None) -> list[tuple[str, str, Callable[[], Fleet]]]:
+def _config_runners(config_path: str | None) -> list[RunnerConfig]:
+    """Every runner of the config: the top level's and each model's own (launch may use either)."""
+    from precisionbot.config import load_config_or_default
+
+    config = load_config_or_default(config_path)
+    return [config.runner, *(m.runner for m in config.models if m.runner is not None)]
+
+
+def _fleets(region: str | None, runners: list[RunnerConfig]) -> list[tuple[str, str, Callable[[], Fleet]]]:
     """What terminate and reap search, as (where, kind, how to reach it): the EC2 regions (``_regions``) when a
     runner of the config is ``kind: ec2`` (the default) or ``--region`` is given, and the Slurm cluster when one is
     ``kind: slurm`` (the cluster ``squeue`` reaches from here). Reached only when searched, so a Slurm job id
     needs no AWS region. (``kind: host`` jobs are the agents' to end: ``_cancel_host_jobs``.)"""
-    from precisionbot.config import load_config_or_default
-
-    config = load_config_or_default(config_path)
-    runners = [config.runner, *(m.runner for m in config.models if m.runner is not None)]
     kinds = {r.kind for r in runners}
     fleets: list[tuple[str, str, Callable[[], Fleet]]] = []
     if "ec2" in kinds or region:
-        fleets += [(f"region {r or '(boto3 default)'}", "ec2", _ec2(r)) for r in _regions(region, config_path)]
+        fleets += [(f"region {r or '(boto3 default)'}", "ec2", _ec2(r)) for r in _regions(region, runners)]
     if "slurm" in kinds:
         from precisionbot.runners.slurm_cli import SlurmCluster
 
@@ -163,15 +167,11 @@ def _ec2(region: str | None) -> Callable[[], Fleet]:
     return lambda: Ec2Cloud.from_env(region)
 
 
-def _regions(region: str | None, config_path: str | None) -> list[str | None]:
+def _regions(region: str | None, runners: list[RunnerConfig]) -> list[str | None]:
     """Where terminate/reap look: ``--region``, else every region the config's runners (top level and per
     model) launch in, else boto3's own chain. Launch may use a model's region, so one region is not enough."""
     if region:
         return [region]
-    from precisionbot.config import load_config_or_default
-
-    config = load_config_or_default(config_path)
-    runners = [config.runner, *(m.runner for m in config.models if m.runner is not None)]
     regions = sorted({r.region for r in runners if r.kind == "ec2" and r.region})
     return list(regions) or [None]
 
@@ -474,7 +474,8 @@ def _terminate(args: argparse.Namespace) -> int:
     run_id = validate_run_id(args.run_id) if args.run_id else None
     registry = _registry(_github_env())
     instances = runners = 0
-    fleets = _fleets(args.region, args.config)
+    runners_config = _config_runners(args.config)
+    fleets = _fleets(args.region, runners_config)
     slurm = False
     instance_id: str | None = None
     if args.instance_id:
@@ -488,7 +489,7 @@ def _terminate(args: argparse.Namespace) -> int:
                 "(pass --config, or the instance id i-... of an EC2 runner)"
             )
     if run_id is not None:
-        instances += _cancel_host_jobs(run_id, args.config)
+        instances += _cancel_host_jobs(run_id, runners_config)
     for where, _kind, reach in fleets:
         _log(f"looking in {where}")
         done = terminate(
@@ -506,14 +507,11 @@ def _terminate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cancel_host_jobs(run_id: str, config_path: str | None) -> int:
+def _cancel_host_jobs(run_id: str, runners: list[RunnerConfig]) -> int:
     """``kind: host``: the run's open jobs in every queue the config names, cancelled (the agents end them)."""
     from precisionbot.baselines.store import open_store
-    from precisionbot.config import load_config_or_default
     from precisionbot.runners.host_queue import HostQueue
 
-    config = load_config_or_default(config_path)
-    runners = [config.runner, *(m.runner for m in config.models if m.runner is not None)]
     cancelled = 0
     for queue in sorted({r.queue for r in runners if r.kind == "host" and r.queue}):
         asked = HostQueue(open_store(queue)).cancel(run_id)
@@ -539,7 +537,7 @@ def _reap(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-age-minutes must be > 0, got {args.max_age_minutes:g}")
     registry = _registry(gh)
     instances = runners = 0
-    for index, (where, _kind, reach) in enumerate(_fleets(args.region, args.config)):
+    for index, (where, _kind, reach) in enumerate(_fleets(args.region, _config_runners(args.config))):
         _log(f"looking in {where}")
         result = reap(
             cloud=reach(),

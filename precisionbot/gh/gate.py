@@ -254,7 +254,7 @@ def _pull_request(event: Event, facts: Facts, config: Config) -> Decision:
                 return _tell_labeller(refusal, event, config)
             reason += f", head approved by {approver} in a review of that commit"
         decision = _run(config, suite, sha, pr, reason)
-        return _skip(_shared_refusal(decision)) if event.is_fork and _on_pool(decision) else decision
+        return _skip(_shared_refusal(decision)) if event.is_fork and _on_shared_runner(decision) else decision
     if event.is_fork:
         return _skip(
             f"PR from a fork is not run automatically; a maintainer can add the {gh.fork_label!r} label "
@@ -479,7 +479,7 @@ def _rerun(event: Event, facts: Facts, config: Config, command: SlashCommand) ->
     reason = f"/precision rerun by {event.comment_user}"
     reactions = (EYES, ROCKET)
     planned = _run(config, config.github.pr_suite, pull.head_sha, pull.number, reason, command.models)
-    if pull.is_fork and _on_pool(planned):
+    if pull.is_fork and _on_shared_runner(planned):
         return _refuse("fork PR on a shared runner", f"😕 {_shared_refusal(planned)}.")
     decision = _run(
         config,
@@ -513,7 +513,7 @@ def _shared_refusal(decision: Decision) -> str:
     )
 
 
-def _on_pool(decision: Decision) -> bool:
+def _on_shared_runner(decision: Decision) -> bool:
     return any(cell["runner"]["kind"] in _SHARED_KINDS for cell in decision.matrix["include"])
 
 

@@ -112,7 +112,8 @@ def _wait_online(
     said = ""
     while True:
         job = cluster.job(job_id)
-        if job is None or job.instance().state not in ("pending", "running"):
+        state = None if job is None else job.instance().state
+        if job is None or state not in ("pending", "running"):
             state = "gone" if job is None else job.state
             raise CloudError(
                 f"Slurm job {job_id} is {state} before runner {name} came online (read its log {name}.out in the "
@@ -122,7 +123,7 @@ def _wait_online(
         if status != said:
             log(f"Slurm job {job_id}: {status}")
             said = status
-        if job.instance().state == "running":
+        if state == "running":
             for item in registry.list_runners(repo):
                 if (item.id == runner_id or item.name == name) and item.status == "online":
                     return
@@ -130,7 +131,7 @@ def _wait_online(
         if remaining <= 0:
             waiting = (
                 f"still pending ({job.reason or 'no reason given'})"
-                if job.instance().state == "pending"
+                if state == "pending"
                 else "running, but its runner never came online (check runner.runner_dir and the node's route "
                 "to github.com)"
             )
