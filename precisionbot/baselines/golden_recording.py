@@ -8,7 +8,7 @@ it, or every check misses its baseline.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,13 @@ from precisionbot.baselines.store import Store
 from precisionbot.config import Config, GoldenOptions, ModelConfig
 from precisionbot.corpus import Document
 from precisionbot.engines.base import Engine
-from precisionbot.results.golden_record import GOLDEN_ARRAYS
+from precisionbot.results.golden_record import GOLDEN_ARRAYS, GoldenRecord
+
+MODULES_KEY = "modules"
+"""The baseline build's module tensors in a run: ``modules.npz`` and the meta's ``extra.modules`` manifest (or
+``{"error": why}`` when they could not be captured)."""
+ModuleCapture = Callable[[GoldenRecord], tuple[Mapping[str, Any], Mapping[str, Any]]]
+"""Captures the module tensors of a recorded golden run: (arrays, manifest)."""
 
 DOCS_PER_KIND = 2
 """Documents per kind (prose, code) in the golden corpus: each is scored at every position up to the deepest
@@ -103,13 +109,16 @@ def record_golden(
     fingerprint: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
     progress: RequestProgress | None = None,
+    modules: ModuleCapture | None = None,
 ) -> RunMeta:
     """Run the golden corpus and store it as a new run record (never overwrites anything), with ``helpers``
     (main's helper reruns) in the same record when given. ``fingerprint`` defaults to this host's and the
     engine's (``gather_fingerprint``); ``extra`` adds JSON keys to the meta (an acceptance's audit record);
-    ``progress`` hears of each finished request."""
+    ``progress`` hears of each finished request; ``modules`` captures the baseline build's module tensors on
+    the recorded samples (``localize:``), stored as ``modules.npz`` with their manifest as ``extra.modules``."""
     signature = target.signature()
     record = produce(target.engine, plan_from_corpus(target.engine, target.chosen(), target.options), progress=progress)
+    module_arrays, module_manifest = modules(record) if modules is not None else ({}, None)
     margins = record.top_lp[:, 0].astype(np.float64) - record.top_lp[:, 1]
     when = now_utc()
     meta = RunMeta(
@@ -132,6 +141,7 @@ def record_golden(
         extra={
             "golden": {"samples": [s.to_dict() for s in record.samples], "decode_steps": target.options.decode_steps},
             **({"helpers": helpers.to_extra()} if helpers is not None and helpers.helpers else {}),
+            **({MODULES_KEY: module_manifest} if module_manifest is not None else {}),
             **(extra or {}),
         },
         fingerprint=dict(fingerprint) if fingerprint is not None else target.fingerprint(),
@@ -139,4 +149,6 @@ def record_golden(
     arrays: dict[str, Any] = {GOLDEN_ARRAYS: record.to_arrays()}
     if helpers is not None and helpers.helpers:
         arrays[HELPER_ARRAYS] = helpers.to_arrays()
+    if module_arrays:
+        arrays[MODULES_KEY] = module_arrays
     return write_run(store, meta, arrays)

@@ -11,7 +11,14 @@ SGLang 0.5.23 (``sglang.srt.debug_utils.dumper``), as this module reproduces it:
   ``reuse`` (SGLang registers the routes on its own port for that exact value); each answers a JSON list
   with one object per rank; an error is HTTP 400 ``{"error": [message]}``;
 * a file per tensor, ``{dir}/{exp_name}/step=S___rank=R___dump_index=I___name=N___recompute_status=disabled``
-  plus ``___layer_id=L`` inside a decoder layer, holding ``torch.save({"value": tensor, "meta": {...}})``;
+  plus ``___layer_id=L`` inside a decoder layer, holding ``torch.save({"value": tensor, "meta": {...}})``; the
+  meta holds the file name's tags, ``world_rank``, ``world_size`` and ``sglang_parallel_info`` (what SGLang's
+  plugin reads off a one-GPU server), and no ``tokenizer_path`` (SGLang omits it when the server has none, as
+  the builtin engine's ``/server_info`` says);
+* ``step`` counts forwards run while enabled (a file carries the count before its forward), ``dump_index``
+  counts files; ``configure`` changes neither, ``reset`` zeroes both;
+* files are numbered in the order SGLang's hooks fire: a module's inputs when it is entered, its output when
+  it returns, so a decoder layer's inputs come before its children's tensors and its output after them;
 * in ``all`` mode a module's tensors are named ``non_intrusive__<module>.inputs.<i>`` and
   ``non_intrusive__<module>.output``; the forward batch's *core* fields (``input_ids``, ``positions``,
   ``seq_lens``, ``req_pool_indices``, ``rids``) are written under their own names in both ``core`` and
@@ -23,10 +30,19 @@ Its silent failures, kept on purpose so that precisionbot's guards are tested ag
 * ``enable`` at start dumps every forward, the start-up warm-up included (``BuiltinServer`` sends SGLang's
   warm-up request when the dumper is armed);
 * without ``DUMPER_SERVER_PORT=reuse`` the routes answer 404;
-* a forward the engine would replay as a CUDA graph runs no hook (``Model.graphed``);
-* ``reset`` removes the module hooks: later dumps hold core fields only;
+* ``reset`` removes the module hooks: later dumps hold no tensor at all (the core fields come from the root's
+  hook too);
 * ``configure`` of ``non_intrusive_mode`` after start changes what ``get_state`` reports but not the
   hooks, which keep the mode they were registered with.
+
+One of SGLang's is not kept: an SGLang server on CUDA replays decode batches (and, at 0.5.23's defaults,
+prefill batches within its captured sizes, as a breakable graph) from CUDA graphs, where no Python and so no
+hook runs, unless started with ``--disable-cuda-graph`` / ``--disable-prefill-cuda-graph``. The builtin
+engine has no CUDA graphs, so every forward runs the hooks whatever those flags say: SGLang's documented
+workflow (``DUMPER_ENABLE=0 DUMPER_SERVER_PORT=reuse DUMPER_NON_INTRUSIVE_MODE=all``, ``configure`` enable,
+a request) writes what SGLang's dumper writes where no graph is replayed (tests/localize/
+test_sglang_workflow.py compares the two). The flags are still reported in ``/server_info`` as given, for
+localize's guard against a real server.
 
 Not supported (an error naming the field, never a silent no-op): ``filter`` (SGLang evaluates it as Python,
 which an HTTP route of ours will not do) and the grafter, gradient and source-patcher fields.
@@ -49,6 +65,16 @@ from precisionbot.builtin import hooks
 from precisionbot.builtin.dumper_config import EXP_NAME_PREFIX, NAME_PREFIX, DumperConfig, DumperRequestError, check
 from precisionbot.builtin.hooks import BatchTensors
 
+PARALLEL_INFO = {
+    "tp_rank": 0, "tp_size": 1, "pp_rank": 0, "pp_size": 1, "moe_ep_rank": 0, "moe_ep_size": 1,
+    "moe_tp_rank": 0, "moe_tp_size": 1, "moe_dp_rank": 0, "moe_dp_size": 1, "attn_dp_enabled": False,
+    "attn_tp_rank": 0, "attn_tp_size": 1, "attn_dp_rank": 0, "attn_dp_size": 1, "attn_cp_rank": 0, "attn_cp_size": 1,
+}  # fmt: skip
+"""``meta["sglang_parallel_info"]`` of every file: what SGLang 0.5.23's plugin writes on a one-GPU server, as
+``/server_info`` says ``tp_size`` 1 (the MLP split of a multi-node engine is meant to be numerically neutral)."""
+
+_Pending = tuple[str, int, tuple[torch.Tensor, ...], torch.Tensor]
+
 
 class Dumper:
     """One engine's dumper: state, hooks (``hooks.ModuleHook``) and the ``/dumper/*`` methods."""
@@ -67,6 +93,8 @@ class Dumper:
         self._forward_config = config
         """The configuration one forward writes with, taken at its start: a ``configure`` from an HTTP thread
         takes effect at the next forward, never between two modules of one."""
+        self._in_layer: list[_Pending] = []
+        """The current decoder layer's children, held until the layer returns (``module``)."""
 
     # ---- attaching to a model ----------------------------------------------------------------------------
     def attach(self, model: Any) -> None:
@@ -94,6 +122,7 @@ class Dumper:
     def batch(self, info: BatchTensors) -> None:
         with self._lock:
             self._forward_config = self.config
+        self._in_layer.clear()  # a forward that raised inside a layer left its children here
         if self._hook_mode == "all":
             self._dump(NAME_PREFIX + "inputs.0", info.input_ids, None)
             self._dump(NAME_PREFIX + "inputs.1", info.positions, None)
@@ -108,16 +137,35 @@ class Dumper:
             self._dump(name, value, None)
 
     def module(self, name: str, layer_id: int | None, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
-        if self._hook_mode != "all":
+        config = self._forward_config
+        if self._hook_mode != "all" or not config.enable or not config.enable_value:
             return
         if name == hooks.ROOT:  # its inputs went out with the forward batch, first (SGLang's pre-hook order)
             self._dump(NAME_PREFIX + "output", output, None)
             return
+        if layer_id is None:
+            self._dump_module(name, None, inputs, output)
+            return
+        if name != hooks.layer(layer_id):
+            # The model reports a decoder layer once it returns, after its children; SGLang's pre-hook writes
+            # the layer's inputs on entry, before them. Copies: the model may reuse a buffer before then.
+            kept = tuple(t.detach().clone() for t in inputs)
+            self._in_layer.append((name, layer_id, kept, output.detach().clone()))
+            return
         for i, tensor in enumerate(inputs):
             self._dump(f"{NAME_PREFIX}{name}.inputs.{i}", tensor, layer_id)
+        for child in self._in_layer:
+            self._dump_module(*child)
+        self._in_layer.clear()
         # SGLang clears a decoder layer's layer_id in a hook that runs before the one that dumps its output.
-        out_layer = None if layer_id is not None and name == hooks.layer(layer_id) else layer_id
-        self._dump(f"{NAME_PREFIX}{name}.output", output, out_layer)
+        self._dump(f"{NAME_PREFIX}{name}.output", output, None)
+
+    def _dump_module(
+        self, name: str, layer_id: int | None, inputs: tuple[torch.Tensor, ...], output: torch.Tensor
+    ) -> None:
+        for i, tensor in enumerate(inputs):
+            self._dump(f"{NAME_PREFIX}{name}.inputs.{i}", tensor, layer_id)
+        self._dump(f"{NAME_PREFIX}{name}.output", output, layer_id)
 
     # ---- /dumper/* ---------------------------------------------------------------------------------------------
     def handle(self, method: str, body: Any) -> list[dict[str, Any]]:
@@ -161,6 +209,7 @@ class Dumper:
         for model in self._hooked:
             model.hooks.remove(self)
         self._hooked.clear()
+        self._in_layer.clear()
         self.dump_index = 0
         self.step_count = 0
         self._cleaned = False
@@ -204,7 +253,8 @@ class Dumper:
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(value, torch.Tensor):
             value = value.detach().to("cpu").clone()  # a view would save its whole storage
-        torch.save({"value": value, "meta": {**tags, "world_rank": 0, "world_size": 1}}, path)
+        meta = {**tags, "world_rank": 0, "world_size": 1, "sglang_parallel_info": dict(PARALLEL_INFO)}
+        torch.save({"value": value, "meta": meta}, path)
 
 
 def route_method(path: str) -> str | None:

@@ -110,22 +110,15 @@ def check(config: DumperConfig, label: Callable[[str], str], error: type[Excepti
 
 @dataclass(frozen=True)
 class RuntimeFlags:
-    """Launch settings of the builtin engine that change what can be observed, never the numbers (so they are
-    not ``EngineOptions``, which a baseline signature hashes)."""
+    """Launch settings of the builtin engine that never change the numbers (so they are not ``EngineOptions``,
+    which a baseline signature hashes)."""
 
     disable_cuda_graph: bool = False
-    """SGLang's ``--disable-cuda-graph``. The builtin engine has no graphs, but behaves as if decode batches
-    were replayed from one unless this is set: no Python runs in a replayed graph, so no hook fires."""
+    """SGLang's ``--disable-cuda-graph``, reported in ``/server_info`` as given. The builtin engine has no CUDA
+    graphs: every forward runs the dumper's hooks whatever this says (an SGLang server on CUDA replays decode
+    batches from a graph, where no hook runs, unless it is set). Reported as given, so that localize's guard,
+    which refuses a real server without it, reads from ``serve`` what it would read from that server."""
     disable_prefill_cuda_graph: bool = False
-    """SGLang's ``--disable-prefill-cuda-graph``: the same for prefill batches."""
+    """SGLang's ``--disable-prefill-cuda-graph``: the same for prefill batches (SGLang 0.5.23 captures them as a
+    breakable graph on CUDA by default)."""
     dumper: DumperConfig = field(default_factory=DumperConfig)
-
-    @property
-    def graphed(self) -> frozenset[str]:
-        """Forward kinds that would run as a replayed graph (``Model.graphed``)."""
-        kinds = set()
-        if not self.disable_cuda_graph:
-            kinds.add("decode")
-        if not self.disable_prefill_cuda_graph:
-            kinds.add("prefill")
-        return frozenset(kinds)

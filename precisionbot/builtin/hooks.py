@@ -59,7 +59,8 @@ class BatchTensors:
     req_pool_indices: torch.Tensor
     rids: list[str]
     decode: bool
-    """A decode-only batch (SGLang would replay its decode CUDA graph for it)."""
+    """A decode-only batch (one where an SGLang server on CUDA replays its decode graph and runs no hook; the
+    builtin engine has no graphs and runs them)."""
 
 
 class ModuleHook(Protocol):
@@ -69,5 +70,6 @@ class ModuleHook(Protocol):
         """Once per forward, before any module: the root's forward batch."""
 
     def module(self, name: str, layer_id: int | None, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
-        """A module ran: its positional inputs and its output (real rows only). ``layer_id`` is set inside a
-        decoder layer (SGLang's dumper takes it from the ``layers.N`` module name)."""
+        """A module ran: its positional inputs and its output (real rows only), called when it returns, so a
+        decoder layer comes after its children. ``layer_id`` is set inside a decoder layer (SGLang's dumper
+        takes it from the ``layers.N`` module name)."""

@@ -143,13 +143,9 @@ class Model:
         self.short_decode_window = options.has_fault("swa-decode-window")
         self.mlp_bf16 = options.fault_value("mlp-bf16")
         self.hooks: list[ModuleHook] = []
-        """Forward hooks (hooks.py): called at every module boundary of a forward that is not ``graphed``."""
-        self.graphed: frozenset[str] = frozenset()
-        """Forward kinds (``prefill``, ``decode``) that SGLang would replay as a CUDA graph: no Python runs inside a
-        replayed graph, so no hook fires there (``--disable-cuda-graph`` / ``--disable-prefill-cuda-graph``
-        empty it)."""
+        """Forward hooks (hooks.py): called at every module boundary of every forward."""
         self.after_forward: list[Callable[[], None]] = []
-        """Called after every forward, graphed or not (the dumper's ``step``)."""
+        """Called after every forward (the dumper's ``step``)."""
         self.tp: TensorParallelMlp | None = None
         """Set on rank 0 of a multi-node engine (tensor_parallel.py): each layer's MLP is split over the nodes."""
 
@@ -276,7 +272,7 @@ class Model:
         decode_dev = decode_rows.to(dev)
         noisy = bool(noise_choice.any())
         noise_dev = noise_choice.to(dev)
-        hooks = [] if ("decode" if decode_only else "prefill") in self.graphed else list(self.hooks)
+        hooks = list(self.hooks)
         emit = _Emit(hooks, rows) if hooks else None
         if emit is not None:
             emit.batch(segments, tokens, pos, decode_only)

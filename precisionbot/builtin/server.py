@@ -53,7 +53,6 @@ class BuiltinRuntime:
         self.device = torch.device(device)
         self.vocab = vocab_for(options.vocab_name)
         model = Model(options, build_weights(options), options.kv_pool_tokens, self.device)
-        model.graphed = self.flags.graphed
         self.group: MlpGroup | None = None
         """Rank 0 of a multi-node engine: the workers holding the other MLP shards (tensor_parallel.py)."""
         if dist is not None and dist.nnodes > 1:
@@ -327,7 +326,7 @@ class BuiltinServer:
         self.dist = dist
         """Rank 0's place in a multi-node engine (``serve --nnodes``); None: one node."""
         self.flags = flags
-        """The dumper and CUDA-graph launch flags (dumper_config.py); None: SGLang's defaults."""
+        """The dumper and the CUDA-graph flags /server_info reports (dumper_config.py); None: SGLang's defaults."""
         self.host = host
         self.port = port
         self.url = ""

@@ -14,7 +14,7 @@ from typing import Any
 
 from precisionbot.baselines.catalog import select_baseline
 from precisionbot.baselines.fingerprint import fingerprint_diff, gpu_minutes
-from precisionbot.baselines.golden_recording import golden_target, record_golden
+from precisionbot.baselines.golden_recording import ModuleCapture, golden_target, record_golden
 from precisionbot.baselines.record import RunMeta
 from precisionbot.baselines.store import Store
 from precisionbot.checks.rerun import rerun_helpers
@@ -34,14 +34,16 @@ def record_merge_base(
     live: Store,
     *,
     commit: str,
+    modules: ModuleCapture | None = None,
 ) -> tuple[RunMeta, float]:
     """Record the merge-base engine's golden corpus (and helper reruns when main's noise is judged) into the
-    live store; returns the run and the seconds it took."""
+    live store; returns the run and the seconds it took. ``modules``: the capture of its module tensors
+    (``localize:`` on), kept as a stored baseline's are, so a golden failure is localized against them."""
     t0 = time.perf_counter()
     reruns = config.baselines.helper_reruns if config.baselines.vs_main else 0
     helpers = rerun_helpers(engine, config, suite, model, reruns) if reruns else None
     target = golden_target(engine, config, suite.golden, model, documents)
-    meta = record_golden(target, live, producer=PRODUCER, engine_commit=commit, helpers=helpers)
+    meta = record_golden(target, live, producer=PRODUCER, engine_commit=commit, helpers=helpers, modules=modules)
     return meta, time.perf_counter() - t0
 
 

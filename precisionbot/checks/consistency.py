@@ -19,6 +19,7 @@ positions can be shown.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -26,7 +27,7 @@ import numpy as np
 from precisionbot.checks.context import CheckContext
 from precisionbot.engines.base import GenerateRequest, Generation
 from precisionbot.errors import EngineError
-from precisionbot.results import CacheStats, CheckOutput, CheckResult
+from precisionbot.results import CacheStats, CheckOutput, CheckResult, SampleTokens
 from precisionbot.scoring.cache_rules import CacheRules, explain_decode_miss, explain_prefill_miss, rules_for
 from precisionbot.scoring.k3 import AlignedSample, compare, enough_cache_hits
 
@@ -151,7 +152,10 @@ def _compare_replayed(
     prompts: Sequence[tuple[int, ...]],
     tests: Sequence[Generation],
     cache: CacheStats | None,
+    turn1: Sequence[tuple[int, int]] = (),
 ) -> CheckOutput:
+    """The replay and the comparison. ``turn1``: per prompt, the turn-1 prompt length and tokens decoded
+    (``decode_cache_hit``), which the samples' tokens record for localization."""
     ctx.progress.phase(f"{name}: replay")
     sequences = [tuple(p) + t.output_ids for p, t in zip(prompts, tests, strict=True)]
     replays = replay(ctx, sequences, [len(p) for p in prompts])
@@ -160,7 +164,13 @@ def _compare_replayed(
     extra: dict[str, object] = {"profile": ctx.profile}
     if _per_position(ctx):
         extra["replay"] = "per-position: one no-cache request per compared position (no prompt logprobs)"
-    return compare(name, aligned, ctx.thresholds.for_check(name), cache=cache, notes=estimator_notes(ctx), extra=extra)
+    out = compare(name, aligned, ctx.thresholds.for_check(name), cache=cache, notes=estimator_notes(ctx), extra=extra)
+    setups = list(turn1) or [(0, 0)] * len(prompts)
+    samples = {
+        i: SampleTokens(seq, len(p), *setup)
+        for i, seq, p, setup in zip(indices, sequences, prompts, setups, strict=True)
+    }
+    return dataclasses.replace(out, samples=samples)
 
 
 def check_match(ctx: CheckContext) -> CheckOutput:
@@ -254,4 +264,7 @@ def check_decode_cache_hit(ctx: CheckContext) -> CheckOutput:
     if too_few is not None:
         return too_few
     cache = CacheStats(kept=len(keep), total=len(prompts))
-    return _compare_replayed(ctx, name, keep, [turn2_prompts[i] for i in keep], [turn2[i] for i in keep], cache)
+    turn1_sizes = [(len(prompts[i]), len(turn1[i].output_ids)) for i in keep]
+    return _compare_replayed(
+        ctx, name, keep, [turn2_prompts[i] for i in keep], [turn2[i] for i in keep], cache, turn1_sizes
+    )

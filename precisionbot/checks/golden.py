@@ -30,7 +30,7 @@ from precisionbot.checks.context import CheckContext
 from precisionbot.config import GoldenThresholds
 from precisionbot.errors import StoreError
 from precisionbot.metrics.flips import NoiseBand, noise_band
-from precisionbot.results import CheckOutput, CheckResult, PositionRecord, Verdict
+from precisionbot.results import CheckOutput, CheckResult, PositionRecord, SampleTokens, Verdict
 from precisionbot.results.golden_record import GoldenRecord
 from precisionbot.scoring.golden_compare import Comparison, LayoutMismatch, compare_records, depth_bucket_edges
 from precisionbot.scoring.golden_judge import golden_stats, judge_golden, worst_positions
@@ -162,7 +162,18 @@ def compare_golden(
         top_ids_test=comparison.top_ids_test,
         top_lp_test=comparison.top_lp_test,
     )
-    return CheckOutput(result, record)
+    return CheckOutput(result, record, golden_samples(ref))
+
+
+def golden_samples(ref: GoldenRecord) -> dict[int, SampleTokens]:
+    """Each baseline sample's full token sequence, as both builds prefill it (a decode sample: its prompt and the
+    baseline's generated tokens), for localizing a golden failure on the sample that failed."""
+    out = {}
+    for i, ((start, stop), s) in enumerate(zip(ref.bounds(), ref.samples, strict=True)):
+        prompt = ref.prompt_ids(i)
+        tokens = prompt if s.phase == "prefill" else (*prompt, *ref.token_id[start:stop].tolist())
+        out[i] = SampleTokens(tuple(int(t) for t in tokens), s.first_position)
+    return out
 
 
 def environment_note(baseline: RunMeta, changed: Sequence[str]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from precisionbot.baselines.host import gather_fingerprint
@@ -16,7 +16,7 @@ from precisionbot.checks.registry import CHECKS
 from precisionbot.config import Config, ModelConfig, SuiteConfig, ThresholdSet
 from precisionbot.engines.base import Engine
 from precisionbot.errors import EngineError, EngineStalled
-from precisionbot.results import CheckOutput, CheckResult, EngineInfo, PositionRecord, RunResult
+from precisionbot.results import CheckOutput, CheckResult, EngineInfo, PositionRecord, RunResult, SampleTokens
 from precisionbot.results.cost import run_cost
 from precisionbot.results.run import JUDGED_AGAINST_MATCH
 from precisionbot.scoring.k3 import judge_against_match
@@ -25,10 +25,11 @@ from precisionbot.scoring.window_step import judge_window_step
 
 @dataclass(frozen=True)
 class CheckRun:
-    """A finished run: the result plus each check's per-position arrays."""
+    """A finished run: the result plus each check's per-position arrays and compared samples' tokens."""
 
     result: RunResult
     records: dict[str, PositionRecord] = field(default_factory=dict)
+    samples: dict[str, Mapping[int, SampleTokens]] = field(default_factory=dict)
 
 
 def run_one(ctx: CheckContext, name: str) -> CheckOutput:
@@ -173,7 +174,7 @@ def run_suite(
         extra=extra,
     )
     records = {o.result.name: o.record for o in outputs if o.record is not None}
-    return CheckRun(result=result, records=records)
+    return CheckRun(result=result, records=records, samples={o.result.name: o.samples for o in outputs if o.samples})
 
 
 def _timing(wall: float, instance_type: str | None, config: Config, model: ModelConfig | None) -> dict[str, object]:

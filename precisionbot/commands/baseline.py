@@ -190,6 +190,7 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot.baselines.golden_recording import golden_target, record_golden
     from precisionbot.checks.progress import TerminalProgress
     from precisionbot.commands.engine_option import engine_choice, open_engine, select_model, unusable
+    from precisionbot.commands.localize_failures import module_capture
     from precisionbot.commands.store_option import preflight_record_store
     from precisionbot.commands.suite_option import refuse_misfits, suite_flags
     from precisionbot.config import load_config_or_default
@@ -238,6 +239,7 @@ def _record(args: argparse.Namespace) -> int:
                     helpers=helpers,
                     extra=None if audit is None else {ACCEPT_KEY: audit},
                     progress=GoldenProgress(progress),
+                    modules=module_capture(engine, config, Path(logs) / "module-dumps"),
                 )
                 progress.close()
         except EngineStartError as exc:

@@ -246,7 +246,11 @@ def _run_engine(req: CheckRequest, store: Any) -> tuple[RunResult, dict[str, Any
                 progress.close()
             result = done.result
             if req.config.localize.enabled:
-                result = _localize_failure(result, engine.url, req.config, req.out)
+                from precisionbot.commands.localize_failures import localize_failures
+
+                result = localize_failures(
+                    result, done.samples, engine=engine, config=req.config, store=store, out=req.out
+                )
             return result, done.records, True
     except EngineError as exc:
         if not started:
@@ -307,27 +311,6 @@ def _same_stream(a: Any, b: Any) -> bool:
         return os.path.sameopenfile(a.fileno(), b.fileno())
     except (OSError, ValueError, AttributeError):  # a stream without a descriptor (captured, in-memory)
         return False
-
-
-def _localize_failure(result: RunResult, url: str, config: Config, out: Path) -> RunResult:
-    """``localize:`` in the config: the first failing consistency helper's two paths, localized on the same
-    engine; the finding (or why there is none) goes into result.json as ``localization``."""
-    from precisionbot.errors import PrecisionbotError
-    from precisionbot.localize.run import HELPER_PATHS, Settings, localize_engines
-    from precisionbot.results import Verdict
-
-    failing = next((c for c in result.checks if c.verdict is Verdict.FAIL and c.name in HELPER_PATHS), None)
-    if failing is None:
-        return result
-    lc = config.localize
-    settings = Settings(HELPER_PATHS[failing.name], lc.prompt_tokens, lc.max_new_tokens, 24, lc.disk_floor_gib)
-    record: dict[str, Any] = {"check": failing.name}
-    try:
-        record |= localize_engines(url, None, settings, out / "localize").summary
-    except PrecisionbotError as exc:
-        record["error"] = str(exc)
-        print(f"precisionbot: localize: {exc}", file=sys.stderr)
-    return dataclasses.replace(result, extra={**result.extra, "localization": record})
 
 
 STALL_LOG_LINES = 15

@@ -32,6 +32,7 @@ def live_baseline(
     from precisionbot import corpus
     from precisionbot.baselines.store import open_store
     from precisionbot.checks.ab import record_merge_base
+    from precisionbot.commands.localize_failures import module_capture
     from precisionbot.engines.checkout import Checkout
     from precisionbot.errors import ConfigError
 
@@ -50,7 +51,8 @@ def live_baseline(
     live = open_store(root)
     print(f"A/B: building and running merge-base {base[:12]} ({base_ref}) as the producer", file=sys.stderr)
     with engine_at(config, model, checkout, base, log_dir) as engine:
+        modules = module_capture(engine, config, log_dir / "module-dumps")
         meta, wall = record_merge_base(
-            engine, config, suite, model, corpus.suite_documents(suite.corpus), live, commit=base
+            engine, config, suite, model, corpus.suite_documents(suite.corpus), live, commit=base, modules=modules
         )
     return live, meta, wall

@@ -67,12 +67,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--disable-cuda-graph",
         action="store_true",
-        help="SGLang's flag; without it decode batches behave as replayed CUDA graphs: the dumper's hooks do not fire",
+        help="SGLang's flag, reported in /server_info; the builtin engine has no CUDA graphs, so the dumper's "
+        "hooks run on every forward either way",
     )
     parser.add_argument(
         "--disable-prefill-cuda-graph",
         action="store_true",
-        help="SGLang's flag; without it prefill batches behave as replayed CUDA graphs: the dumper's hooks do not fire",
+        help="SGLang's flag, reported in /server_info; the builtin engine has no CUDA graphs, so the dumper's "
+        "hooks run on every forward either way",
     )
     parser.add_argument(
         "--nnodes",
@@ -138,19 +140,6 @@ def dist_from_args(args: argparse.Namespace) -> DistConfig | None:
     return DistConfig(args.nnodes, args.node_rank, host, port, args.dist_timeout)
 
 
-def dumper_blind_spots(flags: RuntimeFlags) -> str | None:
-    """A warning when the dumper is armed but some forwards run as (emulated) replayed CUDA graphs, where no
-    module hook and so no tensor is written; None when every forward is observable or the dumper is off."""
-    if not flags.dumper.armed or flags.dumper.non_intrusive_mode == "off" or not flags.graphed:
-        return None
-    kinds = " and ".join(sorted(flags.graphed))
-    fix = " ".join(f"--disable-{'prefill-' if k == 'prefill' else ''}cuda-graph" for k in sorted(flags.graphed))
-    return (
-        f"the dumper is armed (DUMPER_*), but {kinds} forwards run as replayed CUDA graphs, whose modules run "
-        f"no hook: they write no tensor even after /dumper/configure enable. Restart with {fix} to dump them"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)  # bad faults/options fail here, before torch loads
     dist = dist_from_args(args)
@@ -177,11 +166,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        graphed = dumper_blind_spots(runtime)
-        if graphed:
-            # As in SGLang, hooks do not run inside a replayed CUDA graph: say so once, instead of a dump folder
-            # that stays empty with `enable: true` in get_state.
-            print(f"precisionbot: warning: {graphed}", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:

@@ -101,6 +101,10 @@ def _parse_localize(r: Reader) -> LocalizeConfig:
         prompt_tokens=r.positive_int("prompt_tokens", d.prompt_tokens),
         max_new_tokens=new_tokens,
         disk_floor_gib=r.positive_float("disk_floor_gib", d.disk_floor_gib),
+        stored_samples=r.nonneg_int("stored_samples", d.stored_samples),
+        stored_tokens=r.positive_int("stored_tokens", d.stored_tokens),
+        stored_stride=r.positive_int("stored_stride", d.stored_stride),
+        stored_max_mib=r.positive_float("stored_max_mib", d.stored_max_mib),
     )
 
 

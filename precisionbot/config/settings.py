@@ -345,16 +345,26 @@ class ThresholdsConfig:
 
 @dataclass(frozen=True)
 class LocalizeConfig:
-    """``localize:``: after a consistency helper fails, name the first diverging op with the engine's SGLang
-    tensor dumper (docs/localize.md). The engine must run with the dumper settings: the builtin engine gets
-    them from ``check``; a launched or running engine needs them in its launch command."""
+    """``localize:``: after a check fails, name the first diverging op on the failing sample with the engine's
+    SGLang tensor dumper (docs/localize.md). The engine must run with the dumper settings: the builtin engine gets
+    them from ``check``; a launched or running engine needs them in its launch command. With it on, ``baseline
+    record`` also stores the baseline build's module tensors, which a golden failure is localized against."""
 
     enabled: bool = False
     prompt_tokens: int = 96
     max_new_tokens: int = 8
-    """Decode steps captured (the ``match`` and ``decode_cache_hit`` paths)."""
+    """A prompt of the built-in text and its decode steps: what is localized when a failing check has no
+    sample to re-run (its samples' tokens are not known, e.g. a multi-turn helper)."""
     disk_floor_gib: float = 5.0
     """Dumping stops when free disk on the result directory falls below this."""
+    stored_samples: int = 2
+    """Golden prefill samples whose module tensors ``baseline record`` stores (0: none)."""
+    stored_tokens: int = 1024
+    """Tokens of each stored sample prefilled (past the usual chunk and page boundaries)."""
+    stored_stride: int = 128
+    """Rows kept: the first 16 positions and 4 from every multiple of this (localize/stored.py says why)."""
+    stored_max_mib: float = 32.0
+    """The stored tensors' bound: samples that would pass it are left out, and the record says so."""
 
 
 DEFAULT_STORE_URI = ".precisionbot/baselines"

@@ -69,6 +69,8 @@ class Capture:
     label: str
     """What ran, for messages: ``decode``, ``fresh prefill``, ``baseline build``, ..."""
     steps: tuple[StepDump, ...]
+    sparse: bool = False
+    """Holds only some rows of its request (a stored capture, stored.py): its positions increase, with gaps."""
 
 
 @dataclass(frozen=True)
@@ -213,9 +215,85 @@ def module_order(capture: Capture) -> list[str]:
     return sorted(seen, key=lambda m: seen[m])
 
 
+POSITIONS_FIELD = "positions"
+"""The forward batch's positions (a core field of the dump, not a module): what RoPE and the KV slots are
+computed from. Named as the first diverging "op" when one build gives a token the wrong position."""
+
+
+def positions_break(capture: Capture) -> tuple[int, int, int] | None:
+    """Where a capture of one request numbers its rows out of order: (row in request order, the position it
+    should have, the position reported), or None. Each forward continues the request where the last one ended,
+    so rows in step order are consecutive positions (strictly increasing for a ``sparse`` capture). A position
+    bug (RoPE off by one past a chunk boundary) breaks that; so would another request dumped alongside."""
+    flat = [p for step in capture.steps for p in step.positions]
+    for k in range(1, len(flat)):
+        broken = flat[k] <= flat[k - 1] if capture.sparse else flat[k] != flat[k - 1] + 1
+        if broken:
+            return k, flat[k - 1] + 1, flat[k]
+    return None
+
+
+def _in_order(capture: Capture) -> list[tuple[int, int]]:
+    """(reported position, token) of every row, in request order."""
+    return [(p, t) for step in capture.steps for p, t in zip(step.positions, step.input_ids, strict=False)]
+
+
+def _positions_finding(baseline: Capture, target: Capture) -> Localization | None:
+    """Where a side numbers its rows out of order (``positions_break``), the captures are lined up by each row's
+    place in the request instead, which holds while both consume the same tokens in the same order (the same
+    request, numbered wrongly; anything else, such as another request dumped alongside, is left to the
+    alignment proof to refuse). The first place where the two sides report different positions is the finding:
+    the positions field is where they part. None when no side is out of order, or both number alike."""
+    if positions_break(baseline) is None and positions_break(target) is None:
+        return None
+    rows_b, rows_t = _in_order(baseline), _in_order(target)
+    start = rows_t[0][0] if rows_t else 0
+    if baseline.sparse:  # stored rows at their true positions: the target's row at that place in its request
+        inside = [(pos, tok, rows_t[pos - start]) for pos, tok in rows_b if 0 <= pos - start < len(rows_t)]
+        same_tokens = all(tok == got[1] for _, tok, got in inside)
+        reported = [(pos, pos, got[0]) for pos, _, got in inside]
+    else:
+        same_tokens = len(rows_b) == len(rows_t) and all(a[1] == b[1] for a, b in zip(rows_b, rows_t, strict=True))
+        reported = [(start + k, a[0], b[0]) for k, (a, b) in enumerate(zip(rows_b, rows_t, strict=False))]
+    if not same_tokens:
+        return None
+    first = next(((place, pb, pt) for place, pb, pt in reported if pb != pt), None)
+    if first is None:
+        return None  # both number alike: ``renumbered`` lines them up
+    k = reported.index(first)
+    ref = torch.tensor([float(pb) for _, pb, _ in reported[k:]])
+    got = torch.tensor([float(pt) for _, _, pt in reported[k:]])
+    return Localization(first[0], ModuleResult(POSITIONS_FIELD, True, False, tensor_diff(ref, got)), (), (), (0, 0),
+                        (POSITIONS_FIELD,))  # fmt: skip
+
+
+def renumbered(capture: Capture) -> Capture:
+    """``capture`` with each row at its place in the request (the first row's position, then one more per
+    row): where both paths give the same tokens the same wrong positions, the bug is shared by both paths and
+    is not what parts them, so their rows are lined up by order instead."""
+    start = capture.steps[0].positions[0] if capture.steps and capture.steps[0].positions else 0
+    steps, k = [], start
+    for step in capture.steps:
+        steps.append(StepDump(step.step, tuple(range(k, k + len(step.positions))), step.input_ids, step.tensors,
+                              step.order))  # fmt: skip
+        k += len(step.positions)
+    return Capture(capture.label, tuple(steps), capture.sparse)
+
+
+def _shared_wrong_positions(baseline: Capture, target: Capture) -> bool:
+    if baseline.sparse or target.sparse:
+        return False
+    return _in_order(baseline) == _in_order(target) and positions_break(baseline) is not None
+
+
 def localize(baseline: Capture, target: Capture, required: Sequence[int]) -> Localization:
     """Where ``target`` first departs from ``baseline`` (see the module docstring); ``required`` are the
     positions the caller sent and must find on both sides."""
+    wrong_positions = _positions_finding(baseline, target)
+    if wrong_positions is not None:
+        return wrong_positions
+    if _shared_wrong_positions(baseline, target):
+        baseline, target = renumbered(baseline), renumbered(target)
     rows_b, rows_t = _Rows.of(baseline), _Rows.of(target)
     for rows in (rows_b, rows_t):
         missing = [p for p in required if p not in rows.where]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from precisionbot.builtin.hooks import MODULE_KINDS
-from precisionbot.localize.core import Localization
+from precisionbot.localize.core import POSITIONS_FIELD, Localization
 
 LAYER_KIND_WORDS = {"full": "attention", "swa": "sliding-window attention", "gdn": "recurrent mixer"}
 
@@ -17,6 +17,8 @@ def module_kind(module: str, layer_types: Sequence[str] | None) -> str:
     is a sliding-window layer (``layer_types`` from ``/server_info``'s model_config), else ``attention``."""
     if not module:
         return "model"
+    if module == POSITIONS_FIELD:
+        return "the forward batch's positions, which RoPE and the KV slots are computed from"
     parts = module.split(".")
     last = parts[-1]
     if last.isdigit() and len(parts) >= 2 and parts[-2] == "layers":
@@ -42,12 +44,20 @@ def first_line(loc: Localization, path: str, prompt_tokens: int, layer_types: Se
             f"first diverging op: none: all {len(loc.aligned_positions)} aligned positions are bit-identical in every "
             f"one of {len(loc.modules)} modules ({loc.hook_hits[1]} module outputs read per side)"
         )
-    d = loc.first.diff
     kind = module_kind(loc.first.module, layer_types)
     return (
-        f"first diverging op: {loc.first.module} ({kind}) at {where(loc.position, path, prompt_tokens)}: inputs "
-        f"identical, output rel_diff {d.rel_diff:.2g}, max |diff| {d.max_abs_diff:.2g}"
+        f"first diverging op: {loc.first.module} ({kind}) at {where(loc.position, path, prompt_tokens)}: "
+        f"{what_differs(loc)}, max |diff| {loc.first.diff.max_abs_diff:.2g}"
     )
+
+
+def what_differs(loc: Localization) -> str:
+    """``inputs identical, output rel_diff 4.1e-02``; for the positions field, which position each side gave."""
+    assert loc.first is not None
+    d = loc.first.diff
+    if loc.first.module == POSITIONS_FIELD:
+        return f"the baseline gives the token position {d.baseline_at_max:.0f}, the target {d.target_at_max:.0f}"
+    return f"inputs identical, output rel_diff {d.rel_diff:.2g}"
 
 
 def inherit_line(loc: Localization) -> str | None:
@@ -70,6 +80,7 @@ def summary(loc: Localization, path: str, prompt_tokens: int, layer_types: Seque
             "where": where(loc.position, path, prompt_tokens),
             "rel_diff": d.rel_diff,
             "max_abs_diff": d.max_abs_diff,
+            "differs": what_differs(loc),
             "passed": d.passed,
         }
     return {

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from precisionbot.engines.sglang import SGLangEngine
+from precisionbot.engines.base import GenerateRequest
 from precisionbot.errors import EngineError
 from precisionbot.localize.core import Capture, LocalizationError
 from precisionbot.localize.dumps import read_capture
@@ -37,9 +37,11 @@ class DiskFloorError(LocalizationError):
 
 
 class DumperDriver:
-    """One engine: its dumper's routes, generation, cache flushes."""
+    """One engine: its dumper's routes, generation, cache flushes. ``engine`` is any of precisionbot's engine
+    clients with an ``http`` client (SGLang's, the builtin engine's, vLLM's with precisionbot's dumper plugin):
+    generation goes through the client, so each engine's own request shape and cached-token report are used."""
 
-    def __init__(self, engine: SGLangEngine, label: str) -> None:
+    def __init__(self, engine: Any, label: str) -> None:
         self.engine = engine
         self.label = label
 
@@ -67,15 +69,9 @@ class DumperDriver:
 
     def generate(self, input_ids: Sequence[int], max_new_tokens: int) -> tuple[list[int], int]:
         """Greedy generation; (output ids, cached prompt tokens)."""
-        body = {
-            "input_ids": list(input_ids),
-            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True},
-        }
-        answer = self.engine.http.json_call("POST", "/generate", json=body, what="/generate (localize)")
-        if not isinstance(answer, dict) or not isinstance(answer.get("output_ids"), list):
-            raise EngineError(f"/generate answered {answer!r:.200} without output_ids")
-        meta = answer.get("meta_info") or {}
-        return [int(t) for t in answer["output_ids"]], int(meta.get("cached_tokens") or 0)
+        request = GenerateRequest(tuple(input_ids), max_new_tokens=max_new_tokens, temperature=0.0, ignore_eos=True)
+        (answer,) = self.engine.generate([request])
+        return list(answer.output_ids), int(answer.cached_tokens)
 
 
 @dataclass
@@ -156,6 +152,8 @@ class Captures:
     required: tuple[int, ...]
     prompt_tokens: int
     """Length of the prompt before any generated token (decode step k consumes position prompt_tokens + k - 1)."""
+    tokens: tuple[int, ...] = ()
+    """The tokens both captures consumed, in order."""
 
 
 def capture_decode(rec: Recorder, driver: DumperDriver, prompt: Sequence[int], new_tokens: int) -> Captures:
@@ -170,7 +168,11 @@ def capture_decode(rec: Recorder, driver: DumperDriver, prompt: Sequence[int], n
     with rec.dumping(driver, "prefill"):
         driver.generate(consumed, 1)
     return Captures(
-        rec.read("prefill", "fresh prefill"), rec.read("decode", "decode"), tuple(range(len(consumed))), len(prompt)
+        rec.read("prefill", "fresh prefill"),
+        rec.read("decode", "decode"),
+        tuple(range(len(consumed))),
+        len(prompt),
+        tuple(consumed),
     )
 
 
@@ -194,7 +196,11 @@ def capture_cache_hit(
     with rec.dumping(driver, "fresh"):
         driver.generate(tokens, 1)
     return Captures(
-        rec.read("fresh", "fresh prefill"), rec.read("hit", "cache hit"), tuple(range(cached, len(tokens))), len(prompt)
+        rec.read("fresh", "fresh prefill"),
+        rec.read("hit", "cache hit"),
+        tuple(range(cached, len(tokens))),
+        len(prompt),
+        tuple(tokens),
     )
 
 
@@ -205,5 +211,19 @@ def capture_golden(rec: Recorder, baseline: DumperDriver, target: DumperDriver, 
         with rec.dumping(driver, name):
             driver.generate(tokens, 1)
     return Captures(
-        rec.read("baseline", "baseline build"), rec.read("target", "PR build"), tuple(range(len(tokens))), len(tokens)
+        rec.read("baseline", "baseline build"),
+        rec.read("target", "PR build"),
+        tuple(range(len(tokens))),
+        len(tokens),
+        tuple(tokens),
     )
+
+
+def capture_against_stored(rec: Recorder, stored: Capture, target: DumperDriver, tokens: Sequence[int]) -> Captures:
+    """The PR build prefilling the tokens whose baseline-build capture was stored with the golden baseline."""
+    target.engine.flush_cache()
+    with rec.dumping(target, "target"):
+        target.generate(tokens, 1)
+    # The stored capture keeps only some rows (stored.py): those are the positions to find on both sides.
+    kept = tuple(sorted(p for step in stored.steps for p in step.positions))
+    return Captures(stored, rec.read("target", "PR build"), kept, len(tokens), tuple(tokens))

@@ -93,12 +93,15 @@ def diagnose(
 ) -> tuple[Diagnosis, ...]:
     """The findings for one run, most telling first. ``environment``: the run's (server args such as
     ``mamba_track_interval`` and ``sliding_window_size`` name the hybrid codes' boundaries); ``localization``:
-    result.json's ``localization`` object, when the run localized a failure (docs/localize.md)."""
+    result.json's ``localization`` list (one record per localized check; an older run's single object is read
+    too), when the run localized a failure (docs/localize.md)."""
     by_name = {c.name: c for c in checks}
     out: list[Diagnosis] = []
-    op = _first_diverging_op(localization)
-    if op is not None:
-        out.append(op)
+    records = [localization] if isinstance(localization, Mapping) else localization
+    for record in records if isinstance(records, list) else ():
+        op = _first_diverging_op(record)
+        if op is not None:
+            out.append(op)
     noise = noise_scale(environment)
     primary = _which_helper(by_name, out, noise)
     if primary is None and _failed(by_name.get("golden")):
@@ -496,19 +499,25 @@ def _first_diverging_op(localization: Any) -> Diagnosis | None:
     if not isinstance(localization, Mapping):
         return None
     check = localization.get("check") if isinstance(localization.get("check"), str) else None
+    sample = localization.get("sample")
+    # Which sample it re-ran: the check's own failing one, by index ("of match's sample 2").
+    of = f" of {check}'s sample {sample}" if check and isinstance(sample, int) and not isinstance(sample, bool) else ""
+    if of and isinstance(localization.get("baseline_run"), str):
+        of += " (against the baseline build's stored tensors)"
     error = localization.get("error")
     if isinstance(error, str):
-        return Diagnosis(FIRST_DIVERGING_OP, cap(f"not localized: {error}", 300), check)
+        label = f"{check} " if check else ""
+        return Diagnosis(FIRST_DIVERGING_OP, cap(f"{label}not localized: {error}", 300), check)
     first = localization.get("first_diverging_op")
     if first is None:
         n = localization.get("aligned_positions")
-        return Diagnosis(FIRST_DIVERGING_OP, f"localized: no op differs at the {n} positions re-run", check)
+        return Diagnosis(FIRST_DIVERGING_OP, f"localized{of}: no op differs at the {n} positions re-run", check)
     if not isinstance(first, Mapping) or not isinstance(first.get("module"), str):
         return None
     rel = first.get("rel_diff")
-    rel_text = sig(rel) if isinstance(rel, (int, float)) else "?"
-    text = (
-        f"first diverging op: {first['module']} ({first.get('kind', 'module')}) at {first.get('where', '?')}: "
-        f"inputs identical, output rel_diff {rel_text}"
-    )
+    differs = first.get("differs")
+    if not isinstance(differs, str):  # an older result.json
+        differs = f"inputs identical, output rel_diff {sig(rel) if isinstance(rel, (int, float)) else '?'}"
+    where = first.get("where", "?")
+    text = f"first diverging op: {first['module']} ({first.get('kind', 'module')}) at {where}{of}: {differs}"
     return Diagnosis(FIRST_DIVERGING_OP, text, check)

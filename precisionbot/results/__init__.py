@@ -3,7 +3,7 @@
 ::
 
     run.py        the dataclasses of result.json (schema 1), the check names, verdicts   pure
-    check_output.py  ``CheckOutput``: a check's result with its per-position arrays        pure
+    check_output.py  ``CheckOutput``: a check's result, its per-position arrays, its samples' tokens  pure
     golden_record.py  golden's teacher-forced record (the baseline's and the run's)       pure
     arrays.py     reading a result directory's ``<check>.npz`` safely (sizes checked before inflating)
     directory.py  ``write_result`` / ``read_result`` / ``read_records``: result.json and the arrays
@@ -13,7 +13,7 @@ A result directory may come from a job that ran PR code: everything read back is
 
 from __future__ import annotations
 
-from precisionbot.results.check_output import CheckOutput
+from precisionbot.results.check_output import CheckOutput, SampleTokens
 from precisionbot.results.directory import (
     RESULT_FILE,
     RESULT_MAX_BYTES,
@@ -70,6 +70,7 @@ __all__ = [
     "PositionRecord",
     "RunResult",
     "SampleSummary",
+    "SampleTokens",
     "Verdict",
     "WorstPosition",
     "read_records",

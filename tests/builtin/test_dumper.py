@@ -1,6 +1,8 @@
 """The builtin engine speaks SGLang 0.5.23's dumper: DUMPER_* variables, POST /dumper/*, SGLang's file names and
-``{"value", "meta"}`` files, hooks on every module, and SGLang's silent failures (core mode, enable at start,
-no routes without ``reuse``, no hooks inside a replayed CUDA graph, reset drops the hooks)."""
+``{"value", "meta"}`` files, hooks on every module in SGLang's firing order, and SGLang's silent failures (core
+mode, enable at start, no routes without ``reuse``, reset drops the hooks). Not the CUDA-graph one: the builtin
+engine has no graphs, so the flags change what ``/server_info`` reports and nothing else. SGLang's own dumper
+class writes the same files for the same steps: tests/localize/test_sglang_workflow.py."""
 
 from __future__ import annotations
 
@@ -110,12 +112,35 @@ def test_no_reuse_no_routes(tmp_path: Path) -> None:
         assert client.post("/dumper/get_state", json={}).status_code == 404
 
 
-def test_graphed_forwards_run_no_hook(tmp_path: Path) -> None:
+def test_without_the_cuda_graph_flags_every_forward_still_dumps(tmp_path: Path) -> None:
+    # The issue's sequence: routes, "all" mode, no --disable-*cuda-graph. The builtin engine has no graphs to
+    # replay, so every forward runs its hooks; /server_info still reports the flags as given (localize's guard).
     with _server(tmp_path, graphs_off=False) as client:
+        info = client.get("/server_info").json()
+        assert info["disable_cuda_graph"] is False and info["disable_prefill_cuda_graph"] is False
         client.post("/dumper/configure", json={"enable": True, "exp_name": "e"})
-        _generate(client, PROMPT)
+        _generate(client, PROMPT)  # one prefill, two decodes
         state = client.post("/dumper/get_state", json={}).json()[0]
-    assert state["step"] == 3 and not (tmp_path / "e").exists()  # it stepped, it wrote nothing
+    files = list((tmp_path / "e").iterdir())
+    assert state["step"] == 3 and state["dump_index"] == len(files) > 0
+    steps = {parse_filename(p.name)["step"] for p in files if "lm_head.output" in p.name}
+    assert steps == {"0", "1", "2"}
+
+
+def test_files_are_numbered_in_sglang_hook_order(tmp_path: Path) -> None:
+    # SGLang's pre-hook writes a decoder layer's inputs on entry, before its children; its output comes last.
+    with _server(tmp_path) as client:
+        client.post("/dumper/configure", json={"enable": True, "exp_name": "e"})
+        _generate(client, PROMPT, new=1)
+    tags = sorted((parse_filename(p.name) for p in (tmp_path / "e").iterdir()), key=lambda t: int(t["dump_index"]))
+    names = [t["name"].removeprefix("non_intrusive__") for t in tags]
+    assert [int(t["dump_index"]) for t in tags] == list(range(1, len(tags) + 1))
+    layer = [n for n in names if n.startswith("model.layers.0")]
+    assert layer[:2] == ["model.layers.0.inputs.0", "model.layers.0.inputs.1"]
+    assert layer[2] == "model.layers.0.input_layernorm.inputs.0" and layer[-1] == "model.layers.0.output"
+    assert names[:2] == ["inputs.0", "inputs.1"] and names[-1] == "output"
+    meta = torch.load(next((tmp_path / "e").iterdir()), weights_only=True)["meta"]
+    assert meta["sglang_parallel_info"]["tp_size"] == 1 and "tokenizer_path" not in meta
 
 
 def test_reset_removes_the_hooks(tmp_path: Path) -> None:
@@ -125,18 +150,3 @@ def test_reset_removes_the_hooks(tmp_path: Path) -> None:
         _generate(client, PROMPT)
         assert client.post("/dumper/get_state", json={}).json()[0]["step"] == 3
     assert not (tmp_path / "e").exists()  # the core fields came from the hooks too
-
-
-def test_serve_warns_when_the_armed_dumper_cannot_see_graphed_forwards() -> None:
-    # SGLang's documented HTTP workflow (DUMPER_ENABLE=0 DUMPER_SERVER_PORT=reuse, then /dumper/configure) writes
-    # nothing from forwards replayed as CUDA graphs; serve says so at start instead of leaving a silent empty dir.
-    from precisionbot.builtin.dumper_config import DumperConfig, RuntimeFlags
-    from precisionbot.commands.serve import dumper_blind_spots
-
-    armed = DumperConfig(server_port="reuse", non_intrusive_mode="all")
-    said = dumper_blind_spots(RuntimeFlags(dumper=armed))
-    assert said is not None and "--disable-cuda-graph --disable-prefill-cuda-graph" in said
-    only_prefill = dumper_blind_spots(RuntimeFlags(disable_cuda_graph=True, dumper=armed))
-    assert only_prefill is not None and "prefill forwards" in only_prefill
-    assert dumper_blind_spots(RuntimeFlags(True, True, armed)) is None
-    assert dumper_blind_spots(RuntimeFlags()) is None  # dumper off: nothing to warn about

@@ -165,10 +165,14 @@ def test_check_localizes_a_failing_helper_and_the_comment_names_the_op(
         "--profile", "deterministic", "--config", str(cfg), "--out", str(out), "--quiet",
     ]  # fmt: skip
     assert main(argv) == 1
-    found = json.loads((out / "result.json").read_text())["localization"]
+    (found,) = json.loads((out / "result.json").read_text())["localization"]
     assert found["check"] == "match" and found["first_diverging_op"]["module"] == "model.layers.1.linear_attn"
+    # The failing sample itself was re-run, cut just past its onset, and decoded the same tokens as the check.
+    assert found["path"] == "decode" and found["same_tokens_as_the_check"] is True
+    assert found["focus_position"] >= 96 and found["tokens"] <= found["focus_position"] + 9
     capsys.readouterr()
     main(["report", str(out), "--format", "markdown"])  # its exit code re-judges with the default profile
     comment = capsys.readouterr().out
     points = comment[comment.index("**What it points to**") :]
     assert points.splitlines()[1].startswith(r"- first diverging op: model.layers.1.linear\_attn (recurrent mixer)")
+    assert f"of match's sample {found['sample']}:" in points.splitlines()[1]

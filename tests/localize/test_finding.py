@@ -58,9 +58,33 @@ def test_the_comment_names_the_op_first() -> None:
     )
 
 
+def test_every_localized_check_is_named_with_the_sample_it_was_found_at() -> None:
+    golden = {
+        "check": "golden",
+        "sample": 1,
+        "baseline_run": "20261203T000000000000Z-default-0",
+        "first_diverging_op": {
+            "module": "positions",
+            "kind": "the forward batch's positions",
+            "where": "position 512",
+            "differs": "the baseline gives the token position 512, the target 511",
+        },
+    }
+    both = diagnose((), localization=[{**FOUND, "sample": 2}, golden])
+    assert [d.check for d in both[:2]] == ["match", "golden"]
+    assert both[0].text.startswith(
+        "first diverging op: model.layers.1.linear_attn (recurrent mixer) at decode step 3 (position 99) of "
+        "match's sample 2: inputs identical"
+    )
+    assert both[1].text == (
+        "first diverging op: positions (the forward batch's positions) at position 512 of golden's sample 1 "
+        "(against the baseline build's stored tensors): the baseline gives the token position 512, the target 511"
+    )
+
+
 def test_a_localization_without_an_answer_says_why_or_that_nothing_differs() -> None:
     refused = diagnose((), localization={"check": "match", "error": "localize refuses: DUMPER_ENABLE=0: ..."})
-    assert refused[0].text.startswith("not localized: localize refuses: DUMPER_ENABLE=0")
+    assert refused[0].text.startswith("match not localized: localize refuses: DUMPER_ENABLE=0")
     none = diagnose((), localization={**FOUND, "first_diverging_op": None})
     assert none[0].text == "localized: no op differs at the 103 positions re-run"
     assert diagnose((), localization=None) == ()
