@@ -57,6 +57,14 @@ class CheckContext:
     _separator: tuple[int, ...] | None = None
     _runs: dict[tuple[int, int, int, int], list[tuple[int, ...]]] = field(default_factory=dict)
 
+    def use_suite(self, suite: SuiteConfig) -> None:
+        """Run with ``suite`` instead (its sizes rounded to the engine's cache, ``checks.cache_sizes``); the
+        prompts are drawn again when it draws others (another range, count or seed)."""
+        drawn = (self.suite.samples, self.suite.prompt_tokens, self.suite.seed, self.suite.corpus)
+        if (suite.samples, suite.prompt_tokens, suite.seed, suite.corpus) != drawn:
+            self._prompts = None
+        self.suite = suite
+
     def documents(self) -> list[corpus.Document]:
         if self._documents is None:
             self._documents = corpus.suite_documents(self.suite.corpus)

@@ -27,14 +27,17 @@ def rerun_helpers(
     progress: ProgressSink | None = None,
 ) -> HelperRuns:
     """Run the suite's consistency helpers (all three when it has none) ``reruns`` times; the noise rule is
-    off for these runs (they *are* main)."""
+    off for these runs (they *are* main). The sizes are rounded up to the engine's cache granularity as a PR's
+    ``check`` rounds them, so the reruns are filed under the sizes a PR's run will have (``helper_params``)."""
     names: Sequence[str] = [c for c in suite.checks if c in CONSISTENCY_CHECKS] or CONSISTENCY_CHECKS
     plain_config = dataclasses.replace(config, baselines=dataclasses.replace(config.baselines, vs_main=False))
     results = []
+    ran = suite
     for i in range(reruns):
-        result = run_suite(engine, plain_config, suite, checks=names, model=model, progress=progress).result
-        results.append(result)
+        done = run_suite(engine, plain_config, suite, checks=names, model=model, progress=progress, fit_sizes=True)
+        ran = done.suite or suite
+        results.append(done.result)
         if on_rerun is not None:
-            on_rerun(i, result)
+            on_rerun(i, done.result)
     token_k3 = config.thresholds_for_model(model).token_k3
-    return HelperRuns.from_results(results, helper_params(suite), token_k3)
+    return HelperRuns.from_results(results, helper_params(ran), token_k3)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from precisionbot.baselines.host import gather_fingerprint
 from precisionbot.baselines.signature import Signature
 from precisionbot.baselines.store import Store
+from precisionbot.checks.cache_sizes import SizesFit, fit_cache_sizes
 from precisionbot.checks.context import CheckContext, NullProgress, ProgressSink
 from precisionbot.checks.main_noise import apply_vs_main
 from precisionbot.checks.registry import CHECKS
@@ -30,6 +31,8 @@ class CheckRun:
     result: RunResult
     records: dict[str, PositionRecord] = field(default_factory=dict)
     samples: dict[str, Mapping[int, SampleTokens]] = field(default_factory=dict)
+    suite: SuiteConfig | None = None
+    """The suite as it ran (its sizes rounded up to the engine's cache granularity where ``fit_sizes`` did)."""
 
 
 def run_one(ctx: CheckContext, name: str) -> CheckOutput:
@@ -109,9 +112,12 @@ def run_suite(
     engine_info: EngineInfo | None = None,
     record_hint: str | None = None,
     instance_type: str | None = None,
+    fit_sizes: bool = False,
 ) -> CheckRun:
     """Run ``checks`` (default: the suite's) in order and collect results and arrays. ``instance_type``: the
-    machine the engine runs on (the EC2 runner's type), for the run's GPU minutes and price estimate."""
+    machine the engine runs on (the EC2 runner's type), for the run's GPU minutes and price estimate.
+    ``fit_sizes`` (``check``): round the sizes up to the engine's cache granularity first, unless the suite
+    keeps them (``checks.cache_sizes``); the run's signature and ``environment`` then name the sizes that ran."""
     profile = profile or config.thresholds.profile
     thresholds = config.thresholds_for_model(model, profile)
     if suite.kl_div is not None and profile == "default":
@@ -130,6 +136,7 @@ def run_suite(
     )
     names = tuple(checks or suite.checks)
     ctx.progress.start(planned_units(ctx, names))
+    sizes = fit_cache_sizes(ctx, names) if fit_sizes else SizesFit()
     t0 = time.perf_counter()
     ran: list[CheckOutput] = []
     stalled: str | None = None
@@ -148,7 +155,8 @@ def run_suite(
         "suite": suite.name,
         "profile": profile,
         "samples": suite.samples,
-        "max_new_tokens": suite.max_new_tokens,
+        "max_new_tokens": ctx.suite.max_new_tokens,
+        **sizes.environment(),
     }
     if model is not None:
         environment.update(model=model.name, tp=model.tp, dtype=model.dtype)
@@ -174,7 +182,8 @@ def run_suite(
         extra=extra,
     )
     records = {o.result.name: o.record for o in outputs if o.record is not None}
-    return CheckRun(result=result, records=records, samples={o.result.name: o.samples for o in outputs if o.samples})
+    samples = {o.result.name: o.samples for o in outputs if o.samples}
+    return CheckRun(result=result, records=records, samples=samples, suite=ctx.suite)
 
 
 def _timing(wall: float, instance_type: str | None, config: Config, model: ModelConfig | None) -> dict[str, object]:

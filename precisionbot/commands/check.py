@@ -72,6 +72,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", help="model name from the config (thresholds, launch)")
     p.add_argument("--checks", metavar="a,b", help=f"checks to run, from {', '.join(CHECK_NAMES)}")
     add_size_flags(p)
+    p.add_argument(
+        "--exact-sizes",
+        action="store_true",
+        help="keep --prompt-tokens / --max-new-tokens as given (default: rounded up to the engine's cache "
+        "granularity so every cache helper can hit, said in a note)",
+    )
     p.add_argument("--profile", choices=("default", "deterministic"), help="threshold profile")
     add_store_option(p, dest="baseline_store", help="baseline store (golden)")
     p.add_argument("--layers-dump", metavar="DIR", help="layers: hidden-state dumps of the engine under test")
@@ -241,6 +247,7 @@ def _run_engine(req: CheckRequest, store: Any) -> tuple[RunResult, dict[str, Any
                     ),
                     # Passed by the EC2 runner's pr.sh (read from the instance metadata): where the GPU minutes ran.
                     instance_type=os.environ.get(envvars.INSTANCE_TYPE) or None,
+                    fit_sizes=True,
                 )
             finally:
                 progress.close()
@@ -300,7 +307,10 @@ def _print_outcome(result: RunResult, out: Path) -> None:
     if stall:
         print(stall, file=sys.stderr)
     from precisionbot.checks.main_noise import skipped_notes
+    from precisionbot.scoring.cache_fit import size_notes
 
+    for note in size_notes(result.environment):
+        print(f"note: {note}", file=sys.stderr)
     for note in skipped_notes(result):  # otherwise only in result.json
         print(f"note: not compared with main's noise: {note}", file=sys.stderr)
 

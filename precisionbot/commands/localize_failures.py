@@ -53,7 +53,8 @@ def localize_failures(
                 record |= _helper(check, samples.get(check.name) or {}, engine, config, where)
         except PrecisionbotError as exc:
             record["error"] = str(exc)
-            print(f"precisionbot: localize ({check.name}): {exc}", file=sys.stderr)
+        said = record.get("error") or f"{record.get('line')} (sample {record.get('sample')})"
+        print(f"precisionbot: localize ({check.name}): {said}", file=sys.stderr)
         records.append(record)
     if not records:
         return result

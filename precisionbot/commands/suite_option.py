@@ -70,6 +70,8 @@ class SuiteFlags:
     golden_depths: str | None = None
     layers_dump: str | None = None
     layers_baseline: str | None = None
+    exact_sizes: bool | None = None
+    """``check --exact-sizes``: keep the sizes below the engine's cache granularity (the suite's ``exact_sizes``)."""
 
     def apply(self, suite: SuiteConfig) -> SuiteConfig:
         """``suite`` with these overrides."""
@@ -85,6 +87,8 @@ class SuiteFlags:
                 changes["prompt_tokens"] = parse_int_range(self.prompt_tokens)
             except ValueError as exc:
                 raise ConfigError(f"--prompt-tokens {self.prompt_tokens!r}: {exc}; write N or LO..HI") from exc
+        if self.exact_sizes:
+            changes["exact_sizes"] = True
         if self.golden_depths:
             changes["golden"] = dataclasses.replace(suite.golden, context_depths=parse_depths(self.golden_depths))
         if self.layers_dump or self.layers_baseline:

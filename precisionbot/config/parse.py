@@ -272,6 +272,7 @@ def _parse_suite(r: Reader, name: str) -> SuiteConfig:
         **conv,
         max_new_tokens=r.positive_int("max_new_tokens", d.max_new_tokens),
         prompt_tokens=r.int_range("prompt_tokens", d.prompt_tokens),
+        exact_sizes=r.boolean("exact_sizes", d.exact_sizes),
         corpus=r.opt_string("corpus", d.corpus),
         seed=r.nonneg_int("seed", d.seed),
         golden=GoldenOptions(

@@ -179,6 +179,9 @@ class SuiteConfig:
     max_new_tokens: int = 512
     prompt_tokens: tuple[int, int] = (1536, 4608)
     """Inclusive range of prompt lengths in tokens; each sample draws one deterministically."""
+    exact_sizes: bool = False
+    """Keep ``prompt_tokens`` and ``max_new_tokens`` as given; False: ``check`` rounds them up to the engine's
+    cache granularity so every single-turn cache helper can hit (``checks.cache_sizes``)."""
     corpus: str | None = None
     """JSONL of ``{"text"}`` or ``{"input_ids"}`` rows; None = the builtin corpus (no download)."""
     seed: int = 0

@@ -29,6 +29,7 @@ from precisionbot.report.rows import (
 )
 from precisionbot.report.section import ReportSection
 from precisionbot.results import Verdict
+from precisionbot.scoring.cache_fit import size_line
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class SectionView:
     verdict: str
     headline: str
     environment: str
+    sizes: str
+    """What ``check`` did to the suite's sizes to fit the engine's cache (``checks.cache_sizes``), or empty."""
     rows: tuple[CheckRow, ...]
     legend: str
     """One line on k3, SGLang's mean, KL, nats and the top-2 gap: under the first section's table only."""
@@ -150,6 +153,7 @@ def section_view(section: ReportSection, detail: Detail, links: ReportLinks | No
         verdict=str(run.verdict).upper(),
         headline=headline(run),
         environment=environment_line(run),
+        sizes=prose(size_line(run.environment)),
         rows=rows,
         legend=legend(noise_scale(run.environment), golden=run.check("golden") is not None),
         has_baseline=any(r.vs_baseline != "–" for r in rows),

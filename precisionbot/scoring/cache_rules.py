@@ -14,11 +14,17 @@ The rules are chosen from ``/server_info`` by SGLang's own field names (``page_s
 ``uses_mamba_radix_cache`` / ``mamba_ssm_dtype``, ``mamba_track_interval``, ``mamba_cache_chunk_size``).
 A vLLM server (``prefix_cache_rules: vllm`` in the client's server info) caches whole blocks of
 ``block_size`` of the tokens it computed: a warmed prefix hits its whole blocks, a later turn the whole blocks
-of the previous turn's input + output - 1.
+of the previous turn's input + output - 1. With a hybrid model in ``mamba_cache_mode`` ``align`` the recurrent
+state is kept every ``mamba_block_size`` tokens (vLLM aligns it to ``block_size``), so a hit lands on a multiple
+of both.
+
+Every size a miss's explanation names comes from :meth:`CacheRules.step` (one number per phase) and
+:func:`granularity` (the setting's name with that number), so its numbers cannot disagree with each other.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,10 +50,25 @@ class CacheRules:
     chunk_size: int = MAMBA_CHUNK
     track_interval: int = SGLANG_MAMBA_TRACK_INTERVAL
     checkpoint_lag: int = 0
+    block_size: int = 0
+    """vLLM only: the ``block_size`` it reports (0: none); ``page_size`` is what a hit lands on."""
+    mamba_block_size: int = 0
+    """vLLM only: the ``mamba_block_size`` it reports in ``align`` mode (0: none); ``page_size`` is then the
+    least common multiple of both block sizes."""
+
+    def step(self, phase: str) -> int:
+        """The granularity a hit lands on: ``prefill`` (a warmed prompt) or ``decode`` (turn 1's tokens).
+
+        SGLang's mamba cache resumes a prefill at a ``mamba_cache_chunk_size`` checkpoint and a later turn at a
+        ``mamba_track_interval`` one; a radix or vLLM cache at a whole page or block in both.
+        """
+        if self.kind == "mamba":
+            return self.track_interval if phase == "decode" else self.chunk_size
+        return self.page_size
 
     def describe(self) -> str:
         if self.kind == "vllm":
-            return f"vLLM's prefix-cache rules (whole blocks of block_size {self.page_size})"
+            return f"vLLM's prefix-cache rules (whole blocks of {self.page_size} tokens: {_vllm_setting(self)})"
         if self.kind == "mamba":
             return (
                 f"SGLang's mamba rules (chunk {self.chunk_size}, track interval {self.track_interval}, "
@@ -97,10 +118,17 @@ def uses_mamba_cache(raw: Mapping[str, Any]) -> bool:
 
 
 def rules_for(raw: Mapping[str, Any], checkpoint_lag: int = 0) -> CacheRules:
-    """The rules a server's ``/server_info`` calls for (a missing ``page_size`` means 1, as SGLang's default)."""
+    """The rules a server's ``/server_info`` calls for (a missing ``page_size`` means 1, as SGLang's default).
+
+    llama.cpp's ``/props`` names no page: it reuses a slot's prompt token by token (radix rules, page 1).
+    """
     page = _int(raw, "page_size", 1)
     if raw.get("prefix_cache_rules") == "vllm":
-        return CacheRules(kind="vllm", page_size=_int(raw, "block_size", page))
+        block = _int(raw, "block_size", page)
+        mamba = _int(raw, "mamba_block_size", 0) if str(raw.get("mamba_cache_mode")) == "align" else 0
+        # A hit must end on a boundary of the attention blocks and of the recurrent-state checkpoints.
+        step = math.lcm(block, mamba) if mamba else block
+        return CacheRules(kind="vllm", page_size=step, block_size=block, mamba_block_size=mamba)
     if uses_mamba_cache(raw):
         return CacheRules(
             kind="mamba",
@@ -123,26 +151,67 @@ def interleave_order(n: int, branches: int) -> list[int] | None:
 
 def prefill_reach(rules: CacheRules, prompt_len: int) -> int:
     """The most prompt tokens a warmed prompt can serve from the cache: the last checkpoint (mamba) or whole
-    page (radix) strictly before its last token, which is always computed."""
-    step = rules.chunk_size if rules.kind == "mamba" else rules.page_size
+    page or block strictly before its last token, which is always computed."""
+    step = rules.step("prefill")
     return max(0, prompt_len - 1) // step * step
 
 
 def decode_reach(rules: CacheRules, prompt_len: int, output_len: int) -> int:
     """The most tokens of turn 1 (prompt + output) a turn 2 can serve from the cache: the last checkpoint or
     whole page at or before turn 1's last computed token (its last output token is never computed)."""
-    step = rules.track_interval if rules.kind == "mamba" else rules.page_size
+    step = rules.step("decode")
     return max(0, prompt_len + output_len - 1) // step * step
+
+
+def _vllm_setting(rules: CacheRules) -> str:
+    """The settings a vLLM hit's step comes from: ``block_size 256`` or, with a hybrid model in align mode,
+    ``block_size 256, mamba_block_size 64`` (a multiple of both)."""
+    block = rules.block_size or rules.page_size
+    if not rules.mamba_block_size:
+        return f"block_size {block}"
+    both = f"block_size {block}, mamba_block_size {rules.mamba_block_size}"
+    return both if rules.page_size == max(block, rules.mamba_block_size) else f"the least common multiple of {both}"
+
+
+def granularity(rules: CacheRules, phase: str) -> str:
+    """The step :meth:`CacheRules.step` gives, as the server's setting names it: ``the 64-token mamba checkpoint
+    interval (mamba_track_interval 64)``, ``vLLM's 256-token block (block_size 256)``."""
+    n = rules.step(phase)
+    if rules.kind == "vllm":
+        return f"vLLM's {n}-token block ({_vllm_setting(rules)})"
+    if rules.kind == "mamba":
+        what, key = (
+            ("checkpoint interval", "mamba_track_interval")
+            if phase == "decode"
+            else ("chunk", "mamba_cache_chunk_size")
+        )
+        return f"the {n}-token mamba {what} ({key} {n})"
+    return f"the {n}-token page (page_size {n})"
 
 
 def _unit(rules: CacheRules, phase: str) -> str:
     """What the server keeps, in its own setting's words (the prefill and decode rules read different ones)."""
+    n = rules.step(phase)
+    if rules.kind == "vllm":
+        return f"caches whole blocks of {n} tokens ({_vllm_setting(rules)})"
     if rules.kind == "radix":
-        return f"caches whole pages of {rules.page_size} tokens (page_size {rules.page_size})"
-    key, n = ("mamba_cache_chunk_size", rules.chunk_size)
-    if phase == "decode":
-        key, n = ("mamba_track_interval", rules.track_interval)
+        return f"caches whole pages of {n} tokens (page_size {n})"
+    key = "mamba_track_interval" if phase == "decode" else "mamba_cache_chunk_size"
     return f"keeps the recurrent state every {n} tokens ({key} {n}), and a hit resumes at such a checkpoint"
+
+
+def prefill_tokens_needed(rules: CacheRules) -> int:
+    """The shortest prompt whose warmed repeat can hit: one token past one step (its last token is computed)."""
+    return rules.step("prefill") + 1
+
+
+def decode_tokens_needed(rules: CacheRules, prompt_len: int) -> int:
+    """The fewest new tokens after a ``prompt_len``-token prompt for which a turn 2 reuses decoded tokens
+    (``decode_reach`` past ``prompt_len + 1``, the ``decode_cache_hit`` filter): turn 1's last computed token
+    reaches the first boundary after ``prompt_len + 1``."""
+    step = rules.step("decode")
+    boundary = ((prompt_len + 1) // step + 1) * step
+    return boundary - prompt_len + 1
 
 
 def explain_prefill_miss(rules: CacheRules, prompt_lens: Sequence[int]) -> str | None:
@@ -152,10 +221,10 @@ def explain_prefill_miss(rules: CacheRules, prompt_lens: Sequence[int]) -> str |
     hits = sum(prefill_reach(rules, p) > 0 for p in prompt_lens)
     if not n or hits > n // 2:
         return None
-    step = rules.chunk_size if rules.kind == "mamba" else rules.page_size
+    need = prefill_tokens_needed(rules)
     return (
         f"the server {_unit(rules, 'prefill')}: {hits} of {n} prompts are longer than one such step; "
-        f"prompts of {step + 1} tokens or more (--prompt-tokens {step + 1}) would hit"
+        f"prompts of {need} tokens or more (--prompt-tokens {need}) would hit"
     )
 
 
@@ -173,11 +242,12 @@ def explain_decode_miss(rules: CacheRules, prompt_lens: Sequence[int], output_le
 
     if not n or hits(output_len) > n // 2:
         return None
-    step = rules.track_interval if rules.kind == "mamba" else rules.page_size
-    enough = next(m for m in range(max(1, output_len), output_len + 2 * step + 3) if hits(m) > n // 2)
+    # A prompt hits from its own count of new tokens on (more only moves turn 1's end further), so the sizes
+    # that let more than half, and every prompt, hit are order statistics of those counts.
+    needs = sorted(decode_tokens_needed(rules, p) for p in prompt_lens)
     return (
         f"the server {_unit(rules, 'decode')}: {output_len} new tokens cross one past the prompt in only "
-        f"{hits(output_len)} of {n} prompts; --max-new-tokens {enough} or more would let more than half reuse "
-        f"decoded tokens, {step + 2} or more every prompt"
+        f"{hits(output_len)} of {n} prompts; --max-new-tokens {needs[n // 2]} or more would let more than half "
+        f"reuse decoded tokens, {needs[-1]} or more every prompt"
         + (" (or a smaller mamba_track_interval)" if rules.kind == "mamba" else "")
     )

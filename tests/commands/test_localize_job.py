@@ -33,7 +33,7 @@ SERVE = (
 )
 LAUNCH = f"sh -c 'exec env {DUMPER_ENV} {SERVE} $(cat fault.txt)'"
 SUITE = {
-    "checks": ["match", "prefill_cache_hit", "golden"],
+    "checks": ["match", "prefill_cache_hit", "decode_cache_hit", "golden"],
     "samples": 2,
     "prompt_tokens": [160, 200],
     "max_new_tokens": 48,
@@ -47,13 +47,16 @@ CASES = {
         "match": "model.layers.1.linear_attn",
         "prefill_cache_hit": "model.layers.1.linear_attn",
     },
-    "--fault mlp-bf16=1 --fault swa-decode-window": {
+    "--fault mlp-bf16=1 --fault swa-decode-window --fault cache-decode-kv-rounded": {
         "golden": "model.layers.1.mlp",
         "match": "model.layers.2.self_attn",
+        # Turn 2 resumes from turn 1's decode-written KV, rounded to fp8 when it was cached.
+        "decode_cache_hit": "model.layers.0.self_attn",
     },
     # RoPE positions off by one in every prefill chunk after the first: only past position 64.
     "--fault chunk-boundary": {"golden": "positions"},
 }
+IDS = ["golden+decode+cache", "mlp+window+decode-cache", "chunk-boundary"]
 
 
 def _config(tmp_path: Path, repo: Path, mode: str) -> Path:
@@ -118,7 +121,7 @@ def test_stored_baseline_keeps_module_tensors_within_its_bound(recorded: tuple[P
     assert 0 < run.files["modules.npz"]["bytes"] <= 32 * 1024**2
 
 
-@pytest.mark.parametrize("faults", list(CASES), ids=["golden+decode+cache", "mlp+window", "chunk-boundary"])
+@pytest.mark.parametrize("faults", list(CASES), ids=IDS)
 def test_the_job_names_each_failing_checks_op_from_a_stored_baseline(
     faults: str, recorded: tuple[Path, Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -133,7 +136,7 @@ def test_the_job_names_each_failing_checks_op_from_a_stored_baseline(
     _assert_named(found, CASES[faults], _comment(tmp_path / "out", capsys))
 
 
-@pytest.mark.parametrize("faults", list(CASES), ids=["golden+decode+cache", "mlp+window", "chunk-boundary"])
+@pytest.mark.parametrize("faults", list(CASES), ids=IDS)
 def test_the_job_names_each_failing_checks_op_in_the_merge_base_ab(
     faults: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
