@@ -8,6 +8,7 @@ dump silently empty or misleading) or a setup error. torch is imported inside th
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.options import FAULT_NAMES, EngineOptions, parse_fault
-from precisionbot.commands.engine_option import add_engine_url_flag, engine_mode
+from precisionbot.commands.engine_option import URL_KINDS, add_engine_url_flag, engine_mode
 from precisionbot.config import load_config_or_default
 from precisionbot.errors import ConfigError
 
@@ -46,6 +47,12 @@ def register(subparsers: Any) -> None:
         help="builtin: the builtin engine in-process; launch: engine.launch from the config, with the settings added",
     )
     p.add_argument("--baseline-url", metavar="URL", help="--path golden with --engine-url: the baseline build")
+    p.add_argument(
+        "--engine-kind",
+        choices=URL_KINDS,
+        help="client for --engine-url / --engine launch (default sglang; vllm: a vLLM server with precisionbot's "
+        "dumper plugin, docs/localize.md)",
+    )
     p.add_argument(
         "--path",
         choices=PATHS,
@@ -144,7 +151,7 @@ def _engines(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
 
 def _launched(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
     from precisionbot.engines.launcher import Launcher, render_command
-    from precisionbot.localize.guards import REQUIRED_ENV, REQUIRED_FLAGS, launch_refusals
+    from precisionbot.localize.guards import launch_env, launch_refusals, required_flags
 
     config = load_config_or_default(args.config)
     e = config.engine
@@ -157,10 +164,12 @@ def _launched(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
         )
     model = models[0]
     given = config.launch_args(model)
-    extra = " ".join(f for f in REQUIRED_FLAGS if f not in given.split())
+    kind = _kind(args)
+    extra = " ".join(f for f in required_flags(kind) if f not in given.split())
     launch_args = f"{given} {extra}".strip()
     argv = render_command(e.launch, model=model.path, tp=model.tp, port=0, args=launch_args)
-    refusals = launch_refusals(argv, REQUIRED_ENV)
+    env = launch_env(kind, os.environ)
+    refusals = launch_refusals(argv, env, kind)
     if refusals:
         raise ConfigError("localize refuses this launch template: " + "; ".join(refusals))
     launcher = Launcher(
@@ -170,7 +179,7 @@ def _launched(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
         args=launch_args,
         log_path=out / "engine.log",
         health_timeout_s=e.health_timeout_s,
-        env=REQUIRED_ENV,
+        env=env,
     )
     launcher.start()
     try:
@@ -179,8 +188,18 @@ def _launched(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
         launcher.stop()
 
 
+def _kind(args: argparse.Namespace) -> str:
+    """The engines' client kind: ``--engine-kind``, sglang by default (the builtin engine speaks SGLang's API)."""
+    kind: str = args.engine_kind or "sglang"
+    return kind
+
+
 def run(args: argparse.Namespace) -> int:
     engine_mode(args.engine)
+    if args.engine == "builtin" and args.engine_kind not in (None, "sglang", "builtin"):
+        raise ConfigError(
+            f"--engine-kind {args.engine_kind} is for --engine-url or --engine launch, not --engine builtin"
+        )
     for flag in ("prompt_tokens", "max_new_tokens", "suffix_tokens"):
         if getattr(args, flag) < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1 (got {getattr(args, flag)})")
@@ -199,7 +218,7 @@ def _localize(args: argparse.Namespace, engines: _Engines, out: Path, started: f
     from precisionbot.localize.run import Settings, localize_engines
 
     settings = Settings(args.path, args.prompt_tokens, args.max_new_tokens, args.suffix_tokens, args.disk_floor_gib)
-    outcome = localize_engines(engines.target, engines.baseline, settings, out, started)
+    outcome = localize_engines(engines.target, engines.baseline, settings, out, started, kind=_kind(args))
     print(outcome.line)
     if outcome.inherit is not None:
         print(outcome.inherit)

@@ -104,6 +104,40 @@ def install() -> VLLMInstall:
     return VLLMInstall(VENV)
 
 
+DUMPER_ENV = {
+    "DUMPER_ENABLE": "0",
+    "DUMPER_SERVER_PORT": "reuse",
+    "DUMPER_NON_INTRUSIVE_MODE": "all",
+}
+"""What localize needs of a vLLM server with precisionbot's dumper plugin (docs/localize.md, "vLLM"), less
+``VLLM_PLUGINS`` (``plugins_env`` names the plugins to load)."""
+
+
+def dumper_dist(root: Path) -> Path:
+    """A folder for vLLM's ``PYTHONPATH`` that holds precisionbot as ``pip install --no-deps`` would put it in
+    vLLM's environment: the package (a link to this checkout's) and a dist-info whose entry points are read
+    from pyproject.toml, so the test loads the plugin through the entry points precisionbot ships."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "precisionbot").symlink_to(ROOT / "precisionbot", target_is_directory=True)
+    info = root / f"precisionbot-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: precisionbot\nVersion: {project['version']}\n")
+    groups = project["entry-points"]
+    lines = [f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()) for group, entries in groups.items()]
+    (info / "entry_points.txt").write_text("\n".join(lines))
+    return root
+
+
+def plugins_env(plugins: dict[str, Path]) -> dict[str, str]:
+    """A server's environment for loading ``plugins`` (``VLLM_PLUGINS`` name -> folder for ``PYTHONPATH``),
+    keeping SERVER_ENV's own ``PYTHONPATH``."""
+    paths = [*dict.fromkeys(str(p) for p in plugins.values()), SERVER_ENV["PYTHONPATH"]]
+    return {"VLLM_PLUGINS": ",".join(plugins), "PYTHONPATH": os.pathsep.join(paths)}
+
+
 @contextmanager
 def vllm_server(
     vllm: VLLMInstall, model: Path, log_dir: Path, args: str = "", env: dict[str, str] | None = None
@@ -118,6 +152,27 @@ def vllm_server(
         health_timeout_s=600,
         stop_grace_s=20,
         env={**SERVER_ENV, **(env or {})},
+    )
+    with launcher:
+        yield launcher.url
+
+
+@contextmanager
+def dumper_server(vllm: VLLMInstall, model: Path, log_dir: Path, args: str, plugins: dict[str, Path]) -> Iterator[str]:
+    """A running vLLM server armed with precisionbot's dumper (DUMPER_ENV) and loading ``plugins``; yields its
+    URL. It runs in ``log_dir``: started from the repository root, ``python -m`` would put the checkout first on
+    vLLM's path, and importlib.metadata would read the checkout's own ``precisionbot.egg-info`` (whose entry
+    points are those of the last ``pip install -e``) instead of ``dumper_dist``'s."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    launcher = Launcher(
+        vllm.launch_template(),
+        model=str(model),
+        args=args,
+        log_path=log_dir / "vllm.log",
+        health_timeout_s=600,
+        stop_grace_s=20,
+        env={**SERVER_ENV, **DUMPER_ENV, **plugins_env(plugins)},
+        cwd=log_dir,
     )
     with launcher:
         yield launcher.url
