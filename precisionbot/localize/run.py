@@ -67,8 +67,8 @@ def localize_engines(
         infos = {}
         for name, driver in drivers.items():
             info = driver.engine.server_info().raw
-            refusals = server_refusals(info, driver.state())
-            if settings.path != "golden" and (r := deterministic_refusal(info)):
+            refusals = server_refusals(info, driver.state(), kind=kind)
+            if settings.path != "golden" and (r := deterministic_refusal(info, kind)):
                 refusals.append(r)
             if refusals:
                 where = f" ({name} engine)" if baseline_url else ""
