@@ -22,7 +22,13 @@ from precisionbot.cli import main
 from precisionbot.localize.catalogue import OP_FAULTS
 
 ROWS = [
-    (f.path, f.fault, ["--prompt-tokens", str(f.prompt_tokens), "--max-new-tokens", str(f.max_new_tokens)], f.expected)
+    (
+        f.path,
+        f.fault,
+        ["--prompt-tokens", str(f.prompt_tokens), "--max-new-tokens", str(f.max_new_tokens)]
+        + [x for name, value in f.engine for x in (f"--{name.replace('_', '-')}", str(value))],
+        f.expected,
+    )
     for f in OP_FAULTS
 ] + [("decode", "", [], None)]
 """Every op-level fault of the catalogue (the module it lives in), then the clean engine (no module)."""

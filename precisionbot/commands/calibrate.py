@@ -235,7 +235,8 @@ def _localize_all(args: argparse.Namespace, flags: dict[str, Any], tmp: Path) ->
     located = []
     for i, f in enumerate(faults, start=1):
         out = tmp / "localize" / f.fault.replace("=", "-")
-        outcome = localize_builtin_fault(f.fault, f.path, f.prompt_tokens, f.max_new_tokens, flags, out)
+        engine = {**flags, **dict(f.engine)}
+        outcome = localize_builtin_fault(f.fault, f.path, f.prompt_tokens, f.max_new_tokens, engine, out)
         first = outcome.summary["first_diverging_op"]
         named = first["module"] if first else None
         located.append(

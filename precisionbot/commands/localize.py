@@ -68,6 +68,7 @@ def register(subparsers: Any) -> None:
         help=f"builtin engine fault (repeatable): {', '.join(FAULT_NAMES)}",
     )
     p.add_argument("--sliding-window-size", type=int, default=256, help="builtin engine: sliding-window keys")
+    p.add_argument("--chunked-prefill-size", type=int, default=512, help="builtin engine: prefill chunk (default 512)")
     p.add_argument("--prompt-tokens", type=int, default=96, metavar="N", help="prompt length (default 96)")
     p.add_argument("--max-new-tokens", type=int, default=8, metavar="N", help="decode steps captured (default 8)")
     p.add_argument(
@@ -88,7 +89,15 @@ class _Engines:
 
 
 def _builtin_options(args: argparse.Namespace, faults: tuple[str, ...]) -> EngineOptions:
-    return path_options(args.path, faults, {**engine_kwargs(args), "sliding_window_size": args.sliding_window_size})
+    return path_options(
+        args.path,
+        faults,
+        {
+            **engine_kwargs(args),
+            "sliding_window_size": args.sliding_window_size,
+            "chunked_prefill_size": args.chunked_prefill_size,
+        },
+    )
 
 
 def path_options(path: str, faults: Sequence[str], kwargs: Mapping[str, Any]) -> EngineOptions:

@@ -3,7 +3,9 @@
 
 Pure data. Each fault is localized on the path that exercises it (golden for a kernel changed everywhere, a
 helper's path for a decode- or cache-only bug) at the smallest sizes that show it: the cache-hit paths need a
-prompt past the 64-token recurrent checkpoint, ``swa-decode-window`` a generation past the 256-key window.
+prompt past the 64-token recurrent checkpoint, ``swa-decode-window`` a generation past the 256-key window,
+``chunk-boundary`` a prompt past a prefill chunk (the engine's chunk is set to 64 for it, so a 96-token prompt
+shows the bug without a 512-token text).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class OpFault:
     max_new_tokens: int = 8
     hybrid_only: bool = False
     """Lives in the recurrent or sliding-window layer: the ``tiny`` preset has neither."""
+    engine: tuple[tuple[str, int], ...] = ()
+    """Builtin engine options the fault needs to show at these sizes (both builds get them)."""
 
 
 OP_FAULTS: tuple[OpFault, ...] = (
@@ -45,6 +49,7 @@ OP_FAULTS: tuple[OpFault, ...] = (
     OpFault("swa-early-evict", "prefill-cache-hit", "model.layers.2.self_attn", prompt_tokens=160, hybrid_only=True),
     OpFault("cache-decode-kv-rounded", "decode-cache-hit", "model.layers.0.self_attn", prompt_tokens=120,
             max_new_tokens=24),
+    OpFault("chunk-boundary", "golden", "positions", engine=(("chunked_prefill_size", 64),)),
 )  # fmt: skip
 
 

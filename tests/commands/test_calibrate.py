@@ -147,3 +147,15 @@ def test_localization_table_marks_a_wrong_module() -> None:
     row = {"fault": "mlp-bf16=1", "path": "golden", "named": "model.layers.0.mlp", "expected": "model.layers.1.mlp",
            "seconds": 1.0, "dump_bytes": 2e6}  # fmt: skip
     assert "`model.layers.0.mlp` ✗ | `model.layers.1.mlp`" in render_localization([row])
+
+
+def test_the_chunk_boundary_fault_is_localized_with_the_catalogues_64_token_chunk(tmp_path: Path) -> None:
+    """``chunk-boundary`` fires only past a prefill chunk: the catalogue gives both builds a 64-token chunk, so
+    the 96-token sample crosses one and the finding is the positions field (no module computes wrongly)."""
+    import argparse
+
+    from precisionbot.commands.calibrate import _localize_all
+
+    flags = {"preset": "tiny", "vocab": None, "enable_deterministic_inference": False}
+    (row,) = _localize_all(argparse.Namespace(faults="chunk-boundary"), flags, tmp_path)
+    assert (row["path"], row["named"], row["expected"]) == ("golden", "positions", "positions")
