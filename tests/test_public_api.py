@@ -70,4 +70,6 @@ def test_check_names_are_the_stable_ones() -> None:
         "batch_invariance",
         "layers",
         "cache_consistency",
+        "spec_decode",
+        "routing",
     )

@@ -27,6 +27,7 @@ from precisionbot.baselines.produce import (
     produce,
 )
 from precisionbot.baselines.record import RunMeta, new_run_id, now_utc
+from precisionbot.baselines.routing_record import ROUTING_KEY, capture_routing, golden_sequences
 from precisionbot.baselines.signature import Signature
 from precisionbot.baselines.store import Store
 from precisionbot.config import Config, GoldenOptions, ModelConfig
@@ -119,6 +120,7 @@ def record_golden(
     signature = target.signature()
     record = produce(target.engine, plan_from_corpus(target.engine, target.chosen(), target.options), progress=progress)
     module_arrays, module_manifest = modules(record) if modules is not None else ({}, None)
+    routing, _ = capture_routing(target.engine, golden_sequences(record))  # MoE engines only (routing_record.py)
     margins = record.top_lp[:, 0].astype(np.float64) - record.top_lp[:, 1]
     when = now_utc()
     meta = RunMeta(
@@ -142,6 +144,7 @@ def record_golden(
             "golden": {"samples": [s.to_dict() for s in record.samples], "decode_steps": target.options.decode_steps},
             **({"helpers": helpers.to_extra()} if helpers is not None and helpers.helpers else {}),
             **({MODULES_KEY: module_manifest} if module_manifest is not None else {}),
+            **({ROUTING_KEY: routing.to_extra()} if routing is not None else {}),
             **(extra or {}),
         },
         fingerprint=dict(fingerprint) if fingerprint is not None else target.fingerprint(),
@@ -151,4 +154,6 @@ def record_golden(
         arrays[HELPER_ARRAYS] = helpers.to_arrays()
     if module_arrays:
         arrays[MODULES_KEY] = module_arrays
+    if routing is not None:
+        arrays[ROUTING_KEY] = routing.to_arrays()
     return write_run(store, meta, arrays)

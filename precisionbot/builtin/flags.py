@@ -22,7 +22,8 @@ def add_engine_flags(parser: Any) -> None:
         choices=tuple(PRESETS),
         default=None,
         help="builtin engine model: hybrid (default: full + sliding-window attention + a gated-delta recurrent "
-        "layer) or tiny (two dense layers, fast)",
+        "layer), tiny (two dense layers, fast) or hybrid-moe (hybrid with mixture-of-experts MLPs in layers 0 and 2, "
+        "returning routed experts as SGLang's --enable-return-routed-experts)",
     )
     parser.add_argument(
         "--vocab",

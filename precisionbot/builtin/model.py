@@ -25,7 +25,7 @@ from typing import Protocol
 
 import torch
 
-from precisionbot.builtin import attention, numerics
+from precisionbot.builtin import attention, moe, numerics
 from precisionbot.builtin import hooks as hooks_names
 from precisionbot.builtin.attention import NULL_SLOT, QBLOCK, Window
 from precisionbot.builtin.hooks import BatchTensors, ModuleHook
@@ -116,6 +116,14 @@ class Model:
             )
             self.sinks[i] = lw.sinks.to(device=device, dtype=torch.float32).view(self.hkv, self.group, 1, 1)
         self.final_norm = put(weights.final_norm)
+        self.moe = {i: moe.MoeWeights(put(w.router), put(w.w_gate_up), put(w.w_down)) for i, w in weights.moe.items()}
+        self.router_fp8 = options.fault_value("router-fp8")
+        self.routed: torch.Tensor | None = None
+        """MoE models: the expert ids each KV slot's token was routed to, ``[n_slots, layers, TOP_K]`` int16
+        (``moe.NO_EXPERT`` in dense layers), kept per slot as SGLang's capturer keeps them per cache location,
+        so a prefix-cache hit still returns its tokens' routing (read by the scheduler when a request ends)."""
+        if self.moe:
+            self.routed = torch.full((n_slots, len(self.kinds), moe.TOP_K), moe.NO_EXPERT, dtype=torch.int16)
         self.unembed = put(weights.unembed)
         # Pools hold a row per layer that keeps KV in them: the full pool for full attention (and sliding-window
         # layers under ``disable_hybrid_swa_memory``), the SWA pool (swa_cache.py) for sliding-window layers.
@@ -312,7 +320,9 @@ class Model:
             normed2 = torch.cat([self.rms(xt[t : t + TILE], mlp_norm) for t in tiles])
             if emit is not None:
                 emit(hooks_names.sub(layer, "post_attention_layernorm"), layer, (xt,), normed2)
-            if self.tp is not None:
+            if layer in self.moe:
+                mlp_out = self._moe(layer, normed2, rows, decode_dev, slots)
+            elif self.tp is not None:
                 mlp_out = self.tp.mlp(layer, normed2, rows, decode_dev)
             else:
                 mlp_out = torch.cat(
@@ -338,6 +348,18 @@ class Model:
             seg.out_logits = logits[first : first + len(seg.tokens)]
         for listener in self.after_forward:
             listener()
+
+    def _moe(self, layer: int, h: torch.Tensor, rows: int, decode: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """``layer``'s MoE MLP over every tile (moe.py); records the real rows' expert ids at their ``slots``."""
+        outs, ids = [], []
+        for t0 in range(0, h.shape[0], TILE):
+            sl = slice(t0, t0 + TILE)
+            out, chosen = moe.moe_mlp(self, self.moe[layer], h[sl], rows, decode[sl], fp8=layer == self.router_fp8)
+            outs.append(out)
+            ids.append(chosen)
+        if self.routed is not None:
+            self.routed[slots, layer] = torch.cat(ids)[:rows].to(device="cpu", dtype=torch.int16)
+        return torch.cat(outs)
 
     def mlp(
         self, layer: int, h: torch.Tensor, w_gu: torch.Tensor, w_down: torch.Tensor, rows: int, decode: torch.Tensor

@@ -30,6 +30,14 @@ FAULT_NAMES: tuple[str, ...] = (
     "mlp-bf16",
     "cross-node-bf16",
     "cross-node-stale",
+    "spec-verify-offbyone",
+    "spec-kv-rollback",
+    "spec-state-rollback",
+    "spec-bonus-logprob",
+    "spec-accept-loose",
+    "spec-draft-degraded",
+    "spec-greedy-at-temperature",
+    "router-fp8",
 )
 """Every fault name, in the order of docs/builtin-engine.md's table. ``mantissa``, ``state-mantissa`` and
 ``mlp-bf16`` take a value (``=N``: mantissa bits, or the layer whose MLP runs in lower precision)."""
@@ -41,8 +49,17 @@ HYBRID_ONLY_FAULTS = (
     "swa-decode-window",
     "state-mantissa",
     "state-bf16-decode",
+    "spec-state-rollback",
 )
 """Faults of the recurrent and sliding-window layers: the ``tiny`` preset has neither, so it refuses them."""
+
+SPEC_FAULTS = tuple(name for name in FAULT_NAMES if name.startswith("spec-"))
+"""Faults of the speculative path (speculative.py). One switches speculation on (NGRAM, or STANDALONE for
+``spec-bonus-logprob``, whose bug needs a draft distribution) when ``speculative_algorithm`` is unset."""
+
+SPEC_ALGORITHMS = ("NGRAM", "STANDALONE")
+"""``speculative_algorithm`` values (SGLang's names): an n-gram proposer over the request's own tokens, or a
+draft model (the target's first layer sharing its embeddings, like an MTP head)."""
 
 MULTI_NODE_FAULTS = ("cross-node-bf16", "cross-node-stale")
 """Faults of the cross-node all-reduce (tensor_parallel.py): a one-node engine has none, so it refuses them."""
@@ -50,6 +67,7 @@ MULTI_NODE_FAULTS = ("cross-node-bf16", "cross-node-stale")
 PRESETS: dict[str, tuple[str, ...]] = {
     "hybrid": ("full", "gdn", "swa"),
     "tiny": ("full", "full"),
+    "hybrid-moe": ("full", "gdn", "swa"),
 }
 """Layer kinds per model preset. ``hybrid`` (the default) mixes full attention, a gated-delta recurrent layer
 and sliding-window attention, like Qwen3-Next / Kimi-Linear style hybrids; ``tiny`` is the two dense
@@ -66,10 +84,15 @@ turn 2 reuses up to its last 64-token checkpoint, so it grows with the tokens ge
 VOCABS = ("byte", "bpe-4096")
 """Vocabularies (``EngineOptions.vocab``): the 258-entry byte tokenizer or the 4096-token byte-level BPE
 (bpe.py) whose realistic tail exercises golden's top-k + rest KL."""
-PRESET_VOCABS = {"hybrid": "bpe-4096", "tiny": "byte"}
+PRESET_VOCABS = {"hybrid": "bpe-4096", "tiny": "byte", "hybrid-moe": "bpe-4096"}
+MOE_LAYERS = {"hybrid-moe": (0, 2)}
+"""Layers whose MLP is a mixture of experts (moe.py), per preset; every other layer keeps its dense MLP. The
+``hybrid-moe`` preset is ``hybrid`` with MoE MLPs in its full and sliding-window layers (the recurrent layer
+stays dense, so the routed-experts array shows how a dense layer reads); other presets have none, so their
+weights and numbers are unchanged."""
 """Each preset's vocabulary unless ``vocab`` says otherwise: the fast unit tests keep bytes."""
 
-_VALUED = {"mantissa": (1, 23), "state-mantissa": (1, 23), "mlp-bf16": (0, 63)}
+_VALUED = {"mantissa": (1, 23), "state-mantissa": (1, 23), "mlp-bf16": (0, 63), "router-fp8": (0, 63)}
 """Faults that need ``=VALUE``, with the inclusive integer range of the value."""
 
 DTYPES = ("bfloat16", "float32")
@@ -96,7 +119,7 @@ def parse_fault(spec: str) -> Fault:
     if name not in FAULT_NAMES:
         raise ConfigError(
             f"unknown fault {spec!r}; valid faults: {', '.join(FAULT_NAMES)} "
-            "(mantissa, state-mantissa and mlp-bf16 take =N)"
+            "(mantissa, state-mantissa, mlp-bf16 and router-fp8 take =N)"
         )
     bounds = _VALUED.get(name)
     if bounds is None:
@@ -120,7 +143,8 @@ class EngineOptions:
     """Launch arguments of the builtin engine. Every field has a default: ``EngineOptions()`` is the clean engine."""
 
     preset: str = "hybrid"
-    """Model preset (``PRESETS``): ``hybrid`` (default) or ``tiny`` (two dense layers, for fast unit tests)."""
+    """Model preset (``PRESETS``): ``hybrid`` (default), ``tiny`` (two dense layers, for fast unit tests) or
+    ``hybrid-moe`` (hybrid with mixture-of-experts MLPs, ``MOE_LAYERS``)."""
     enable_deterministic_inference: bool = False
     """SGLang's flag: every path bit-identical (prefill = decode = any batch). Off (the default), prefill and
     decode take different kernels as on a GPU (numerics_production.py), so a clean ``match`` k3 is small but
@@ -164,6 +188,12 @@ class EngineOptions:
     n_kv_heads: int = 2
     head_dim: int = 16
     mlp_hidden: int = 256
+    speculative_algorithm: str | None = None
+    """SGLang's ``--speculative-algorithm`` (``SPEC_ALGORITHMS``): decode proposes drafts and verifies them in one
+    extend (speculative.py); None: plain decode (unless a spec fault is on, ``spec_algorithm``)."""
+    speculative_num_draft_tokens: int = 4
+    """SGLang's ``--speculative-num-draft-tokens``: tokens one verify extend scores, the last accepted token
+    included (so ``- 1`` drafts per step)."""
     nnodes: int = 1
     """Nodes the engine runs on (``serve --nnodes``): each layer's MLP is split over them (tensor_parallel.py).
     Part of the options, so every rank checks that it builds the same engine as rank 0."""
@@ -213,6 +243,14 @@ class EngineOptions:
             raise ConfigError(
                 f"fault mlp-bf16={mlp_layer}: the model has layers 0..{len(self.layer_kinds) - 1}; pick one of them"
             )
+        router_layer = self.fault_value("router-fp8")
+        if router_layer is not None and router_layer not in self.moe_layers:
+            where = ", ".join(map(str, self.moe_layers)) or "none: serve --model-preset hybrid-moe"
+            raise ConfigError(
+                f"fault router-fp8={router_layer}: layer {router_layer} has no router (MoE layers: {where})"
+            )
+        if self.moe_layers and self.nnodes > 1:
+            raise ConfigError("the MoE preset runs on a one-node builtin engine: drop --nnodes")
         if not 1 <= self.nnodes <= self.mlp_hidden:
             raise ConfigError(f"nnodes must be 1..{self.mlp_hidden} (the MLP's intermediate size; got {self.nnodes})")
         lonely = [n for n in names if n in MULTI_NODE_FAULTS and self.nnodes < 2]
@@ -221,8 +259,40 @@ class EngineOptions:
                 f"fault(s) {', '.join(lonely)} live in the cross-node all-reduce and need a multi-node engine: "
                 "serve with --nnodes 2 (or more) --node-rank R --dist-init-addr HOST:PORT on each node"
             )
+        self._check_speculative(names)
         if len(set(names)) != len(names):
             raise ConfigError(f"a fault is given twice: {', '.join(f.spec() for f in self.faults)}")
+
+    def _check_speculative(self, names: list[str]) -> None:
+        algorithm = self.speculative_algorithm
+        if algorithm is not None and algorithm not in SPEC_ALGORITHMS:
+            raise ConfigError(f"speculative_algorithm must be one of {', '.join(SPEC_ALGORITHMS)} (got {algorithm!r})")
+        if not 2 <= self.speculative_num_draft_tokens <= 16:
+            raise ConfigError(
+                f"speculative_num_draft_tokens must be 2..16 (the verified token plus 1..15 drafts; got "
+                f"{self.speculative_num_draft_tokens})"
+            )
+        if algorithm == "NGRAM" and "spec-bonus-logprob" in names:
+            raise ConfigError(
+                "fault spec-bonus-logprob takes the bonus token's logprob from the draft model, which NGRAM has "
+                "not: use speculative_algorithm STANDALONE"
+            )
+        if self.nnodes > 1 and self.spec_algorithm is not None:
+            raise ConfigError("speculative decoding runs on a one-node builtin engine: drop --nnodes")
+
+    @property
+    def spec_algorithm(self) -> str | None:
+        """The speculative algorithm in use: ``speculative_algorithm``, else the one a spec fault needs."""
+        if self.speculative_algorithm is not None:
+            return self.speculative_algorithm
+        if self.has_fault("spec-bonus-logprob"):
+            return "STANDALONE"
+        return "NGRAM" if any(f.name in SPEC_FAULTS for f in self.faults) else None
+
+    @property
+    def moe_layers(self) -> tuple[int, ...]:
+        """Layers with a mixture-of-experts MLP (``MOE_LAYERS``; none for the dense presets)."""
+        return MOE_LAYERS.get(self.preset, ())
 
     @property
     def layer_kinds(self) -> tuple[str, ...]:

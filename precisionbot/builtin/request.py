@@ -45,6 +45,8 @@ class Request:
     sampling: SamplingParams
     logprob: LogprobParams
     stream: bool = False
+    return_routed_experts: bool = False
+    """SGLang's request field: answer with the experts each token was routed to (MoE presets only)."""
     created: float = field(default_factory=time.perf_counter)
     # --- progress, written by the scheduler thread only -------------------------------------------------
     output_ids: list[int] = field(default_factory=list)
@@ -76,6 +78,9 @@ class Request:
     output_top: list[list[LogprobEntry]] = field(default_factory=list)
     output_ids_lp: list[list[LogprobEntry]] = field(default_factory=list)
     finish_reason: dict[str, object] | None = None
+    routed_experts: torch.Tensor | None = None
+    """Set when the request ends, if it asked: int16 ``[seqlen - 1, layers, TOP_K]`` expert ids of positions
+    ``[0, seqlen - 1)`` (the last output token is never forwarded), as SGLang returns them."""
     error: str | None = None
     generator: torch.Generator | None = None
     noise: torch.Generator | None = None

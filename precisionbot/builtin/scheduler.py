@@ -21,6 +21,7 @@ from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.request import Request
 from precisionbot.builtin.restore import PrefixRestore
 from precisionbot.builtin.sampling import record_input_logprobs, sample_next
+from precisionbot.builtin.speculative import SpecDecoder
 from precisionbot.builtin.swa_cache import SwaMemory
 from precisionbot.builtin.tokenizer import Vocab
 
@@ -28,8 +29,10 @@ _IDLE_WAIT_S = 0.05
 
 
 class Scheduler:
-    def __init__(self, options: EngineOptions, model: Model, vocab: Vocab) -> None:
+    def __init__(self, options: EngineOptions, model: Model, vocab: Vocab, spec: SpecDecoder | None = None) -> None:
         self.options = options
+        self.spec = spec
+        """Speculative decoding (speculative.py): its ``step`` replaces the plain decode step."""
         self.vocab = vocab
         self.model = model
         self.ps = options.page_size
@@ -96,10 +99,12 @@ class Scheduler:
         self._wake.set()
         return answered.wait(timeout_s) and ticket[0]
 
-    def internal_state(self) -> dict[str, float]:
+    def internal_state(self) -> dict[str, float | str]:
         """``/server_info`` ``internal_states``: batch counters and, with an SWA pool, its pages (read without
         the scheduler's lock: a snapshot that may be one step old)."""
-        out: dict[str, float] = dict(self.stats)
+        out: dict[str, float | str] = dict(self.stats)
+        if self.spec is not None:
+            out |= self.spec.internal_state()
         if self.swa is not None:
             free, size = self.swa.allocator.free_count, self.swa.allocator.n_pages - 1
             out |= {
@@ -242,6 +247,8 @@ class Scheduler:
         batch = [r for r in self.running if not r.prefilling and r.finish_reason is None]
         if not batch:
             return False
+        if self.spec is not None:
+            return self._spec_step(self.spec, batch)
         segments = []
         for req in batch:
             assert req.slots is not None
@@ -272,6 +279,25 @@ class Scheduler:
             self._append(req, seg.out_logits[0])
         return True
 
+    def _spec_step(self, spec: SpecDecoder, batch: list[Request]) -> bool:
+        reasons = spec.step(batch, self._swa_room)
+        self.stats["decode_steps"] += 1
+        self.stats["max_decode_batch"] = max(self.stats["max_decode_batch"], len(batch))
+        for req, reason in zip(batch, reasons, strict=True):
+            if reason is not None:
+                self._finish(req, reason)
+            elif req.stream:
+                req.events.put(len(req.output_ids))
+        return True
+
+    def _swa_room(self, req: Request, end: int) -> torch.Tensor | None:
+        """SWA pages for positions below ``end`` (a verify extend's), and the request's SWA slots."""
+        if self.swa is None:
+            return None
+        self.swa.evict_out_of_window(req)
+        self.swa.ensure(req, end)
+        return self.swa.slots(req)
+
     def _append(self, req: Request, logits: torch.Tensor) -> None:
         reason = sample_next(req, logits, self.vocab)
         if reason is not None:
@@ -281,6 +307,9 @@ class Scheduler:
 
     def _finish(self, req: Request, reason: dict[str, object]) -> None:
         req.finish_reason = reason
+        if req.return_routed_experts and self.model.routed is not None and req.slots is not None:
+            # Read before the pages are released: a freed slot is another request's next.
+            req.routed_experts = self.model.routed[req.slots[: len(req.seq) - 1]].clone()
         self._release(req, insert=not self.options.disable_radix_cache)
         self.running.remove(req)
         req.finished_at = time.perf_counter()

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from precisionbot import __version__
+from precisionbot.builtin import moe
 from precisionbot.builtin.dist_config import DistConfig
 from precisionbot.builtin.dumper import Dumper, route_method
 from precisionbot.builtin.dumper_config import DumperRequestError, RuntimeFlags
@@ -32,6 +33,7 @@ from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.request import LogprobParams, Request, SamplingParams
 from precisionbot.builtin.scheduler import Scheduler
 from precisionbot.builtin.sglang_api import BadRequest, parse_generate, response
+from precisionbot.builtin.speculative import SpecDecoder
 from precisionbot.builtin.tensor_parallel import MlpGroup
 from precisionbot.builtin.tokenizer import vocab_for
 from precisionbot.builtin.weights import build_weights
@@ -52,14 +54,16 @@ class BuiltinRuntime:
         device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.device = torch.device(device)
         self.vocab = vocab_for(options.vocab_name)
-        model = Model(options, build_weights(options), options.kv_pool_tokens, self.device)
+        weights = build_weights(options)
+        model = Model(options, weights, options.kv_pool_tokens, self.device)
         self.group: MlpGroup | None = None
         """Rank 0 of a multi-node engine: the workers holding the other MLP shards (tensor_parallel.py)."""
         if dist is not None and dist.nnodes > 1:
             self.group = model.tp = MlpGroup.connect(model, dist)
         self.dumper = Dumper(self.flags.dumper)
         self.dumper.attach(model)
-        self.scheduler = Scheduler(options, model, self.vocab)
+        spec = SpecDecoder(options, model, self.vocab, weights) if options.spec_algorithm is not None else None
+        self.scheduler = Scheduler(options, model, self.vocab, spec)
 
     @property
     def healthy(self) -> bool:
@@ -111,6 +115,10 @@ class BuiltinRuntime:
             # baseline of one is never compared with the other (the signature reads ``revision``).
             "revision": f"{o.preset}-{self.vocab.name}",
             **(_hybrid_info(o) if o.is_hybrid else {}),
+            **(_moe_info(o) if o.moe_layers else {"enable_return_routed_experts": False}),
+            # SGLang's server args: speculation is fixed at launch, and a spec engine is another engine.
+            "speculative_algorithm": o.spec_algorithm,
+            "speculative_num_draft_tokens": o.speculative_num_draft_tokens if o.spec_algorithm else None,
             "random_seed": o.seed,
             "faults": o.fault_specs(),
             "internal_states": [self.scheduler.internal_state()],
@@ -125,6 +133,18 @@ class BuiltinRuntime:
         for req in requests:
             if not req.done.wait(max(0.0, deadline - time.monotonic())):
                 raise TimeoutError(f"request {req.rid} did not finish in {REQUEST_TIMEOUT_S:.0f} s")
+
+
+def _moe_info(o: EngineOptions) -> dict[str, Any]:
+    """SGLang's server-arg name for routed experts (always on here: the MoE preset returns them on request) and
+    the Hugging Face config names of the routing shape, which a client needs to split the flat answer."""
+    return {
+        "enable_return_routed_experts": True,
+        "num_experts": moe.N_EXPERTS,
+        "num_experts_per_tok": moe.TOP_K,
+        "num_hidden_layers": len(o.layer_kinds),
+        "moe_layers": list(o.moe_layers),
+    }
 
 
 def _hybrid_info(o: EngineOptions) -> dict[str, Any]:

@@ -4,6 +4,7 @@ building the answer from finished requests. Pure: no I/O, no threads.
 
 from __future__ import annotations
 
+import base64
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ class BadRequest(ValueError):
 
 GENERATE_FIELDS = {
     "text", "input_ids", "sampling_params", "return_logprob", "logprob_start_len", "top_logprobs_num",
-    "token_ids_logprob", "return_text_in_logprobs", "stream", "rid",
+    "token_ids_logprob", "return_text_in_logprobs", "stream", "rid", "return_routed_experts",
 }  # fmt: skip
 IGNORED_FIELDS = {
     "image_data", "audio_data", "video_data", "input_embeds", "lora_path", "session_params", "modalities",
@@ -159,6 +160,7 @@ def parse_generate(body: Any, max_context_tokens: int, vocab: Vocab) -> Generate
         raise BadRequest(f"token_ids_logprob is a list of {len(tids)} but the batch has {n} prompts")
     stream = _bool(body.get("stream", False), "stream")
     text_in = _bool(body.get("return_text_in_logprobs", False), "return_text_in_logprobs")
+    routed = _bool(body.get("return_routed_experts", False), "return_routed_experts")
     rid = body.get("rid")
     requests = []
     for i, prompt in enumerate(prompts):
@@ -180,7 +182,7 @@ def parse_generate(body: Any, max_context_tokens: int, vocab: Vocab) -> Generate
         )
         item_rid = rid[i] if batch and isinstance(rid, list) else rid
         name = str(item_rid) if isinstance(item_rid, (str, int)) else uuid.uuid4().hex
-        requests.append(Request(name, prompt, sampling, lp, stream=stream))
+        requests.append(Request(name, prompt, sampling, lp, stream=stream, return_routed_experts=routed))
     return GenerateCall(requests, batch, stream, text_in)
 
 
@@ -217,4 +219,7 @@ def response(req: Request, text_in_logprobs: bool, now: float, vocab: Vocab) -> 
         if req.logprob.token_ids_logprob:
             meta["input_token_ids_logprob"] = [None if c is None else _entries(c, texts) for c in req.input_ids_lp]
             meta["output_token_ids_logprob"] = [_entries(c, texts) for c in req.output_ids_lp[:n_out]]
+    if req.routed_experts is not None:
+        # SGLang's encoding: base64 of the int32 ids, flattened from [seqlen - 1, layers, top_k].
+        meta["routed_experts"] = base64.b64encode(req.routed_experts.numpy().astype("<i4").tobytes()).decode("ascii")
     return {"text": output_text(req, vocab), "output_ids": list(req.output_ids), "meta_info": meta}

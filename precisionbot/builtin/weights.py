@@ -16,12 +16,14 @@ import hashlib
 import os
 import tempfile
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from precisionbot.builtin.bpe import cache_dir, cache_key
+from precisionbot.builtin.moe import MoeWeights, build_moe_weights
 from precisionbot.builtin.options import EngineOptions
 from precisionbot.builtin.recurrent import CONV_WIDTH, GdnWeights
 from precisionbot.builtin.tokenizer import VOCAB_SIZE, Vocab, vocab_for
@@ -97,6 +99,8 @@ class ModelWeights:
     layers: tuple[LayerWeights | GdnWeights, ...]
     final_norm: torch.Tensor  # [d]
     unembed: torch.Tensor  # [d, V]
+    moe: Mapping[int, MoeWeights] = field(default_factory=dict)
+    """Layer -> its mixture-of-experts MLP (``EngineOptions.moe_layers``); those layers' dense MLP is unused."""
 
 
 _TABLE_CACHE: dict[str, torch.Tensor] = {}
@@ -130,7 +134,8 @@ _BUILD_LOCK = threading.Lock()
 def build_weights(options: EngineOptions) -> ModelWeights:
     """Weights for ``options`` (float32 tensors on CPU; the model moves and rounds them); cached in memory."""
     o = options
-    key = (o.seed, o.d_model, o.n_heads, o.n_kv_heads, o.head_dim, o.mlp_hidden, o.layer_kinds, o.vocab_name)
+    key: tuple[object, ...] = (o.seed, o.d_model, o.n_heads, o.n_kv_heads, o.head_dim, o.mlp_hidden)
+    key += (o.layer_kinds, o.vocab_name, o.moe_layers)
     # One build at a time: _top_svd seeds torch's global generator, which two threads building at once (ranks of
     # a multi-node engine in one process, as the tests run them) would interleave into other weights.
     with _BUILD_LOCK:
@@ -220,6 +225,7 @@ def _build(options: EngineOptions) -> ModelWeights:
         layers=tuple(ordered),
         final_norm=torch.ones(d),
         unembed=unembed.float(),
+        moe=build_moe_weights(options.moe_layers, d, f, options.seed),
     )
 
 

@@ -244,6 +244,12 @@ def check_decode_cache_hit(ctx: CheckContext) -> CheckOutput:
     blocked = cache_blocked(ctx, name)
     if blocked is not None:
         return blocked
+    rules = _rules(ctx)
+    if rules is not None and rules.decode_reuse_blocked:
+        # Known before any request: this server cannot serve the helper as started (the reason names the flag).
+        return CheckOutput(
+            CheckResult.inconclusive(name, f"not applicable on this server: {rules.decode_reuse_blocked}")
+        )
     prompts = ctx.prompts()
     sep = ctx.separator_ids()
     ctx.progress.phase(f"{name}: turns 1 + 2")

@@ -52,6 +52,9 @@ class CheckContext:
     progress: ProgressSink = field(default_factory=NullProgress)
     record_hint: str | None = None
     """The ``baseline record`` flags that reach this engine with this config and suite (for "no baseline")."""
+    spec_engine: Engine | None = None
+    """The same build served with speculative decoding (``engine.spec_url``), the ``spec_decode`` check's spec
+    arm; ``engine`` is its plain arm. None: the builtin engine starts its own arms, other engines have one."""
     _documents: list[corpus.Document] | None = None
     _prompts: list[tuple[int, ...]] | None = None
     _separator: tuple[int, ...] | None = None

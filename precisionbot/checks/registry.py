@@ -12,6 +12,8 @@ from precisionbot.checks.consistency import check_decode_cache_hit, check_match,
 from precisionbot.checks.context import CheckContext, CheckFn
 from precisionbot.checks.golden import check_golden
 from precisionbot.checks.layers import check_layers
+from precisionbot.checks.routing import check_routing
+from precisionbot.checks.spec_decode import check_spec_decode
 
 
 def _per_sample(n: int) -> Callable[[CheckContext], int]:
@@ -49,5 +51,7 @@ CHECKS: Mapping[str, CheckSpec] = {
     "golden": CheckSpec(check_golden, _per_sample(0)),
     "batch_invariance": CheckSpec(check_batch_invariance, _per_sample(0)),
     "layers": CheckSpec(check_layers, _per_sample(0)),
+    "routing": CheckSpec(check_routing, _per_sample(0)),
+    "spec_decode": CheckSpec(check_spec_decode),
 }
 """Registered checks. A configured check with no entry is INCONCLUSIVE, never skipped silently."""

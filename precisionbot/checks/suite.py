@@ -113,11 +113,13 @@ def run_suite(
     record_hint: str | None = None,
     instance_type: str | None = None,
     fit_sizes: bool = False,
+    spec_engine: Engine | None = None,
 ) -> CheckRun:
     """Run ``checks`` (default: the suite's) in order and collect results and arrays. ``instance_type``: the
     machine the engine runs on (the EC2 runner's type), for the run's GPU minutes and price estimate.
     ``fit_sizes`` (``check``): round the sizes up to the engine's cache granularity first, unless the suite
-    keeps them (``checks.cache_sizes``); the run's signature and ``environment`` then name the sizes that ran."""
+    keeps them (``checks.cache_sizes``); the run's signature and ``environment`` then name the sizes that ran.
+    ``spec_engine``: the ``spec_decode`` check's spec arm (``CheckContext.spec_engine``)."""
     profile = profile or config.thresholds.profile
     thresholds = config.thresholds_for_model(model, profile)
     if suite.kl_div is not None and profile == "default":
@@ -133,6 +135,7 @@ def run_suite(
         store=store,
         progress=progress or NullProgress(),
         record_hint=record_hint,
+        spec_engine=spec_engine,
     )
     names = tuple(checks or suite.checks)
     ctx.progress.start(planned_units(ctx, names))

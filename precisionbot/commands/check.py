@@ -28,6 +28,7 @@ from precisionbot.commands.engine_option import (
     open_engine,
     record_hint,
     select_model,
+    spec_arm,
     unusable,
 )
 from precisionbot.commands.store_option import (
@@ -78,6 +79,12 @@ def register(subparsers: Any) -> None:
         help="keep --prompt-tokens / --max-new-tokens as given (default: rounded up to the engine's cache "
         "granularity so every cache helper can hit, said in a note)",
     )
+    p.add_argument(
+        "--spec-engine-url",
+        metavar="URL",
+        help="spec_decode: the same build served with speculative decoding (engine.spec_url); --engine-url is "
+        "the plain arm",
+    )
     p.add_argument("--profile", choices=("default", "deterministic"), help="threshold profile")
     add_store_option(p, dest="baseline_store", help="baseline store (golden)")
     p.add_argument("--layers-dump", metavar="DIR", help="layers: hidden-state dumps of the engine under test")
@@ -127,6 +134,8 @@ class CheckRequest:
 def resolve(args: argparse.Namespace) -> CheckRequest:
     """The request ``args`` make, the config read and every flag checked (a setup error names the flag)."""
     config = load_config_or_default(args.config)
+    if args.spec_engine_url:
+        config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, spec_url=args.spec_engine_url))
     flags = suite_flags(args)
     return CheckRequest(
         config=config,
@@ -218,7 +227,10 @@ def _run_engine(req: CheckRequest, store: Any) -> tuple[RunResult, dict[str, Any
 
     started = False
     try:
-        with open_engine(req.config, req.engine, req.model, req.out) as engine:
+        with (
+            open_engine(req.config, req.engine, req.model, req.out) as engine,
+            spec_arm(req.config, req.engine, req.suite.checks) as spec_engine,
+        ):
             info = EngineInfo(url=engine.url, kind=engine.kind, commit=req.commit)
             engine.server_info()  # reachable at all? (else every check would retry the same dead URL)
             started = True
@@ -248,6 +260,7 @@ def _run_engine(req: CheckRequest, store: Any) -> tuple[RunResult, dict[str, Any
                     # Passed by the EC2 runner's pr.sh (read from the instance metadata): where the GPU minutes ran.
                     instance_type=os.environ.get(envvars.INSTANCE_TYPE) or None,
                     fit_sizes=True,
+                    spec_engine=spec_engine,
                 )
             finally:
                 progress.close()

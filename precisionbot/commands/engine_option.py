@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,6 +150,35 @@ def client_options(config: Config) -> dict[str, Any]:
     """The client settings every engine kind takes from ``engine:`` in the config."""
     e = config.engine
     return {"batch_size": e.batch_size, "concurrency": e.concurrency, "request_timeout_s": e.request_timeout_s}
+
+
+@contextmanager
+def spec_arm(config: Config, choice: EngineChoice, checks: Sequence[str]) -> Iterator[Any]:
+    """The ``spec_decode`` check's spec arm: a client of ``engine.spec_url`` (``--spec-engine-url``), of the
+    plain arm's kind, when the check runs and the engine is a URL one; else None (the builtin engine starts
+    its own arms; a launched engine has one launch)."""
+    from precisionbot.engines.clients import client
+
+    url = config.engine.spec_url
+    if url is None or "spec_decode" not in checks:
+        yield None
+        return
+    if choice.mode != "url":
+        fix = (
+            "the builtin engine starts both arms itself"
+            if choice.mode == "builtin"
+            else "start the two servers and pass --engine-url and --spec-engine-url"
+        )
+        raise ConfigError(
+            f"engine.spec_url (--spec-engine-url) is the spec arm of an engine at a URL; with --engine "
+            f"{choice.mode} drop it ({fix})"
+        )
+    _check_url(url, "--spec-engine-url / engine.spec_url")
+    engine = client(choice.kind, url, **client_options(config))
+    try:
+        yield engine
+    finally:
+        engine.close()
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from typing import Any
 from precisionbot.builtin.dist_config import DistConfig, parse_dist_addr
 from precisionbot.builtin.dumper_config import RuntimeFlags, config_from_env
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
-from precisionbot.builtin.options import DTYPES, FAULT_NAMES, EngineOptions, parse_fault
+from precisionbot.builtin.options import DTYPES, FAULT_NAMES, SPEC_ALGORITHMS, EngineOptions, parse_fault
 from precisionbot.errors import ConfigError
 
 
@@ -98,6 +98,19 @@ def register(subparsers: Any) -> None:
         default=300.0,
         help="seconds rank 0 waits for every other rank at start-up, and a rank for rank 0 (default 300)",
     )
+    parser.add_argument(
+        "--speculative-algorithm",
+        choices=SPEC_ALGORITHMS,
+        default=None,
+        help="speculative decoding (SGLang's flag): NGRAM drafts from the request's own tokens, STANDALONE from "
+        "a one-layer draft model sharing the embeddings; /server_info's internal_states count acceptance",
+    )
+    parser.add_argument(
+        "--speculative-num-draft-tokens",
+        type=int,
+        default=4,
+        help="tokens one verify scores, the last accepted one plus the drafts (SGLang's flag; default 4)",
+    )
     add_engine_flags(parser)
     parser.set_defaults(handler=run)
 
@@ -108,6 +121,8 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
         page_size=args.page_size,
         chunked_prefill_size=args.chunked_prefill_size,
         disable_radix_cache=args.disable_radix_cache,
+        speculative_algorithm=args.speculative_algorithm,
+        speculative_num_draft_tokens=args.speculative_num_draft_tokens,
         faults=tuple(parse_fault(spec) for spec in args.fault),
         dtype=args.dtype,
         device=args.device,

@@ -148,6 +148,7 @@ def _parse_engine(r: Reader) -> EngineConfig:
     return EngineConfig(
         kind=kind,
         url=r.opt_string("url", d.url),
+        spec_url=r.opt_string("spec_url", d.spec_url),
         launch=launch,
         install=r.opt_string("install", d.install),
         checkout=r.string("checkout", d.checkout),

@@ -40,6 +40,10 @@ class EngineConfig:
     ``openai`` (any ``/v1/completions``), ``builtin`` or ``llamacpp`` (llama.cpp's ``llama-server``, native API)."""
     url: str | None = None
     """Base URL of an engine that is already running; None = start one (``launch``, or the builtin engine)."""
+    spec_url: str | None = None
+    """Base URL of the same build started with speculative decoding (vLLM ``--speculative-config``, SGLang
+    ``--speculative-algorithm``): the ``spec_decode`` check's spec arm, ``url`` its plain arm. Engines fix
+    speculation at launch, so the check needs the two servers; the builtin engine starts its own arms."""
     launch: str | None = None
     """Command template with ``{model}``, ``{tp}``, ``{port}``, ``{args}``, e.g.
     ``python -m sglang.launch_server --model-path {model} --tp {tp} --port {port} {args}``; a multi-node engine

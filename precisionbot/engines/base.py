@@ -41,6 +41,9 @@ class GenerateRequest:
     ``logprob_start_len`` (a replay is a prefill with logprobs from position 0, as SGLang's helpers send it), but
     a client may skip reading the positions before this one (an SGLang replay's prompt: nine tenths of its
     answer). They keep their place in the ``Generation``: the ids sent, NaN logprobs, top-k ids -1, no text."""
+    return_routed_experts: bool = False
+    """Ask for the experts each token was routed to (SGLang's ``return_routed_experts``; MoE models on a server
+    started with ``--enable-return-routed-experts``)."""
 
     def __post_init__(self) -> None:
         if not self.input_ids:
@@ -87,6 +90,10 @@ class Generation:
     output_token_text: tuple[str | None, ...] = ()
     e2e_latency_s: float | None = None
     """The engine's own end-to-end latency for this request (the whole batch call, for SGLang)."""
+    routed_experts: IntArray | None = None
+    """``[seqlen - 1, layers x top_k]`` expert ids of positions ``[0, seqlen - 1)`` of prompt + output, when
+    asked and returned (SGLang's flat ``[tokens, layers, top_k]``, split into tokens only: the answer does not
+    say the layer count); None when not asked or the engine did not return them."""
 
 
 @dataclass(frozen=True)

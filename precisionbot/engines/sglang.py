@@ -33,6 +33,7 @@ def generate_body(requests: Sequence[GenerateRequest]) -> dict[str, Any]:
         "logprob_start_len": [r.logprob_start_len for r in requests],
         "top_logprobs_num": [r.top_logprobs_num for r in requests],
         "return_text_in_logprobs": any(r.return_text for r in requests),
+        **({"return_routed_experts": True} if any(r.return_routed_experts for r in requests) else {}),
     }
 
 

@@ -15,6 +15,8 @@ entry, which names the request and the entry.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -22,6 +24,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from precisionbot.engines import jsoncodec
 from precisionbot.engines.base import GenerateRequest, Generation, TopLogprobs
@@ -58,6 +61,7 @@ def _answer_type(entry: type, input_entry: Any = None, input_row: Any = None) ->
             ("output_token_logprobs", list[entry] | None, None),  # type: ignore[valid-type]
             ("input_top_logprobs", list[input_row or list[_Entry] | None] | None, None),  # type: ignore[misc]
             ("output_top_logprobs", list[list[_Entry] | None] | None, None),
+            ("routed_experts", Any, None),
         ],
         gc=False,
     )
@@ -85,6 +89,7 @@ _META_FIELDS = (
     "output_token_logprobs",
     "input_top_logprobs",
     "output_top_logprobs",
+    "routed_experts",
 )
 
 
@@ -372,7 +377,27 @@ def parse_generation(answer: Any, request: GenerateRequest, index: int) -> Gener
         input_token_text=in_text if request.return_text else (),
         output_token_text=out_text if request.return_text else (),
         e2e_latency_s=float(latency) if isinstance(latency, (int, float)) and not isinstance(latency, bool) else None,
+        routed_experts=_routed(meta.get("routed_experts"), index, prompt_tokens + completion - 1)
+        if request.return_routed_experts
+        else None,
     )
+
+
+def _routed(value: Any, index: int, tokens: int) -> npt.NDArray[np.int32] | None:
+    """SGLang's ``meta_info.routed_experts``: base64 of int32 ids, ``tokens`` rows of layers x top_k; None when
+    the engine left it out (a dense model, or a server without ``--enable-return-routed-experts``)."""
+    if value is None:
+        return None
+    field = "meta_info.routed_experts"
+    if not isinstance(value, str):
+        raise answer_error(index, field, f"is not a base64 string (got {type(value).__name__})")
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise answer_error(index, field, f"is not valid base64 ({exc})") from None
+    if len(raw) % 4 or tokens < 1 or (len(raw) // 4) % tokens:
+        raise answer_error(index, field, f"has {len(raw)} bytes, not int32 rows for {tokens} tokens")
+    return np.frombuffer(raw, dtype="<i4").astype(np.int32).reshape(tokens, -1)
 
 
 def parse_batch(answer: Any, requests: Sequence[GenerateRequest], first_index: int) -> list[Generation]:

@@ -12,10 +12,18 @@ The plain ``openai`` client cannot arrange a cache hit; against vLLM the pieces 
 vLLM caches whole blocks of ``block_size`` tokens (the last prompt token is always computed, so a repeat of an
 N-token prompt hits ``(N - 1) // block_size`` blocks); ``/metrics`` says the block size and whether prefix
 caching is on (``vllm:cache_config_info``), and ``server_info`` passes them to the multi-turn rules.
+
+A hybrid model (gated delta-net / mamba layers) runs in ``mamba_cache_mode`` ``align``: vLLM keeps a layer's
+recurrent state only at block boundaries, so a hit lands on a multiple of the scheduler block (the least common
+multiple of ``block_size`` and ``mamba_block_size``). That step is passed as ``mamba_track_interval`` too, the
+name SGLang gives a hybrid cache's checkpoint step, so the ``recurrent_state`` diagnosis reads it as it does on
+SGLang. Which of those states survive is ``prefix_cache_retention_interval``: 0 (vLLM's default) keeps only the
+state at each prompt's last block, so no later turn can reuse decoded tokens (``scoring.cache_rules``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -48,6 +56,31 @@ def cache_config(metrics: str) -> dict[str, str]:
     return {}
 
 
+SPEC_COUNTERS = (
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+)
+"""vLLM's speculative-decoding counters: verify steps that had drafts, drafted tokens, accepted drafted tokens
+(its mean accepted length is ``1 + accepted / drafts``)."""
+
+
+def spec_counters(metrics: str) -> tuple[int, int, int] | None:
+    """``SPEC_COUNTERS`` summed over engines from a Prometheus ``/metrics`` text; None when vLLM reports none (a
+    server started without ``--speculative-config``)."""
+    sums = dict.fromkeys(SPEC_COUNTERS, 0.0)
+    seen = False
+    for line in metrics.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in sums:
+            try:
+                sums[name] += float(line.rsplit(" ", 1)[1])
+            except (IndexError, ValueError):
+                continue
+            seen = True
+    return tuple(int(sums[n]) for n in SPEC_COUNTERS) if seen else None  # type: ignore[return-value]
+
+
 def _positive(value: str | None) -> int | None:
     return int(value) if value is not None and value.isascii() and value.isdigit() and int(value) > 0 else None
 
@@ -63,6 +96,17 @@ class VLLMEngine(OpenAIEngine):
         self._info: ServerInfo | None = None
 
     # --- server facts ---
+
+    def spec_counters(self) -> tuple[int, int, int]:
+        """vLLM's cumulative speculative-decoding counters (``SPEC_COUNTERS``), read fresh from ``/metrics``."""
+        response = self.http.request("GET", "/metrics", what="/metrics (speculative-decoding counters)")
+        counters = spec_counters(response.text) if response.status_code == 200 else None
+        if counters is None:
+            raise EngineError(
+                f"{self.url}/metrics reports no vllm:spec_decode_* counters: this vLLM server runs without "
+                "speculative decoding; start the spec arm with --speculative-config (docs/check.md, spec_decode)"
+            )
+        return counters
 
     def server_info(self) -> ServerInfo:
         """The model, vLLM's version and cache configuration; the first call also checks the set-up the checks
@@ -80,6 +124,11 @@ class VLLMEngine(OpenAIEngine):
             }
             if block is not None:
                 raw["block_size"] = raw["page_size"] = block
+            mamba = _positive(labels.get("mamba_block_size"))
+            if mamba is not None and labels.get("mamba_cache_mode") == "align":
+                raw["mamba_block_size"] = mamba
+                if block is not None:
+                    raw["mamba_track_interval"] = math.lcm(block, mamba)
             for key in (
                 "enable_prefix_caching",
                 "cache_dtype",

@@ -10,6 +10,7 @@ from typing import Any
 
 from precisionbot.fmt import count, logprob, percent, ratio, short_sha, sig, signed
 from precisionbot.metrics.rerun_stats import MainComparison, describe
+from precisionbot.metrics.routing import share
 from precisionbot.report import evidence
 from precisionbot.report.diagnosis import BaselineStats
 from precisionbot.report.escape import label_text, markdown_text, prose, token_cell, visible
@@ -75,6 +76,8 @@ class CheckRow:
     """A helper against main's reruns: ``2.1× main, p < 0.001`` or ``within main's noise (...)``; "" if none."""
     numbers: str = "–"
     """``k3 0.33 · 4.7 · 8.1``: the measure and its mean · p99 · max in one cell."""
+    acceptance: str = ""
+    """``spec_decode``: mean accepted length main → PR (``acceptance 1.81 → 1.50 tokens``); "" elsewhere."""
     why: str = "–"
     """The first reason, cut to what it measured against its limit (:func:`short_reason`); an inconclusive
     check's whole first reason (its fix is the point)."""
@@ -178,7 +181,7 @@ def check_row(
         verdict=str(c.verdict),
         positions=positions,
         measure=measure,
-        numbers="–" if measure == "–" else f"{measure} {mean} · {p99} · {top}",
+        numbers=routing_cell(c) or ("–" if measure == "–" else f"{measure} {mean} · {p99} · {top}"),
         why=why_cell(c),
         reasons=tuple(prose(r) for r in c.reasons),
         mean=mean,
@@ -189,7 +192,27 @@ def check_row(
         vs_baseline=vs_base,
         vs_previous=vs_prev,
         vs_main=vs_main_cell(c),
+        acceptance=acceptance_cell(c),
     )
+
+
+def routing_cell(c: CheckResult) -> str:
+    """``routing``'s lowest per-layer agreement and the first layer whose routing moved; "" elsewhere."""
+    low, first = c.stats.get("min_exact"), c.stats.get("first_moved_layer")
+    if c.name != "routing" or not isinstance(low, int | float):
+        return ""
+    moved = f" · first moved: layer {first}" if isinstance(first, int) else ""
+    return f"top-k agreement ≥ {share(low)}{moved}"
+
+
+def acceptance_cell(c: CheckResult) -> str:
+    """``spec_decode``'s mean accepted length (tokens per verify), main → PR when main's is known."""
+    pr, main = c.stats.get("accept_length"), c.stats.get("main_accept_length")
+    if c.name != "spec_decode" or not isinstance(pr, int | float):
+        return ""
+    if isinstance(main, int | float) and main != pr:
+        return f"acceptance {main:.2f} → {pr:.2f} tokens"
+    return f"acceptance {pr:.2f} tokens"
 
 
 def why_cell(c: CheckResult) -> str:

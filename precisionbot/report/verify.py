@@ -33,10 +33,12 @@ import numpy as np
 from precisionbot import metrics
 from precisionbot.config import ThresholdsConfig, ThresholdSet
 from precisionbot.metrics.flips import NoiseBand
+from precisionbot.metrics.routing import BASELINE_FLOOR, PATH_FLOOR
 from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
 from precisionbot.results.run import CACHE_HIT_HELPERS, JUDGED_AGAINST_MATCH, K3_CHECKS
 from precisionbot.scoring.golden_judge import stat_fails
 from precisionbot.scoring.k3 import MATCH_STAT, NOCACHE_STAT, enough_cache_hits, judge_against_match, judge_k3
+from precisionbot.scoring.spec_rules import SAMPLED_ALPHA, acceptance_fell
 from precisionbot.scoring.window_step import step_fails
 
 
@@ -209,11 +211,43 @@ def _layers(check: CheckResult, limits: ThresholdSet, match: CheckResult | None)
         raise _Contradiction(f"stats.max is above the trusted layers_rel_diff {limits.layers_rel_diff:g}")
 
 
+def _routing(check: CheckResult, limits: ThresholdSet, match: CheckResult | None) -> None:
+    """Every compared layer at or above its floor; an absolute floor no lower than the check's own."""
+    arms = {arm: check.stats[arm] for arm in ("path", "baseline") if arm in check.stats}
+    if not arms:
+        raise _Contradiction("stats has neither a path nor a baseline comparison")
+    for arm, info in arms.items():
+        least = PATH_FLOOR if arm == "path" else BASELINE_FLOOR
+        for i, layer in enumerate(info["layers"]):
+            where = f"stats.{arm}.layers[{i}]"
+            floor = _number(layer, "floor", where=where)
+            if str(info["judged_by"]).startswith("absolute") and floor < least:
+                raise _Contradiction(f"{where}.floor {floor:g} is below the routing floor {least:g}")
+            if _number(layer, "exact", where=where) < floor:
+                raise _Contradiction(f"{where}.exact is below its floor {floor:g}")
+
+
+def _spec_decode(check: CheckResult, limits: ThresholdSet, match: CheckResult | None) -> None:
+    """The k3 rules (``match``'s thresholds), then the tokens, acceptance and sampled-path parts."""
+    _consistency(check, limits, None)
+    stats = check.stats
+    for key in ("greedy_violations", "unexplained_divergences"):
+        if _count(stats, key):
+            raise _Contradiction(f"stats.{key} is not 0")
+    if not _number(stats, "sampled_p_value") >= SAMPLED_ALPHA:
+        raise _Contradiction(f"stats.sampled_p_value is below the sampled-path alpha {SAMPLED_ALPHA:g}")
+    main = _optional(stats, "main_accept_length", _number, None)
+    if main is not None and acceptance_fell(_number(stats, "accept_length"), main):
+        raise _Contradiction("stats.accept_length fell more than the tolerance below main_accept_length")
+
+
 RULES: Mapping[str, Callable[[CheckResult, ThresholdSet, CheckResult | None], None]] = {
     **dict.fromkeys(K3_CHECKS, _consistency),
     "golden": _golden,
     "batch_invariance": _batch_invariance,
     "layers": _layers,
+    "routing": _routing,
+    "spec_decode": _spec_decode,
 }
 """Check name → the rule that raises ``_Contradiction`` when a claimed PASS does not hold."""
 

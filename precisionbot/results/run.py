@@ -33,7 +33,15 @@ JUDGED_AGAINST_MATCH = (*CACHE_HIT_HELPERS, "cache_consistency")
 no-cache path)."""
 K3_CHECKS = ("match", *JUDGED_AGAINST_MATCH)
 """Checks scored by per-token k3 between two paths of one engine (no baseline)."""
-CHECK_NAMES = (*CONSISTENCY_CHECKS, "golden", "batch_invariance", "layers", "cache_consistency")
+CHECK_NAMES = (
+    *CONSISTENCY_CHECKS,
+    "golden",
+    "batch_invariance",
+    "layers",
+    "cache_consistency",
+    "spec_decode",
+    "routing",
+)
 """Stable check names (config, comments, JSON), in the order reports list them. The one place they are spelled."""
 
 

@@ -62,8 +62,8 @@ def fit_prompt_tokens(rules: CacheRules, prompt_tokens: tuple[int, int]) -> tupl
 
 def fit_new_tokens(rules: CacheRules, prompt_lens: Sequence[int], max_new_tokens: int) -> tuple[int, SizeChange | None]:
     """``max_new_tokens`` raised so every prompt's turn 1 reaches a boundary past it, and the change."""
-    if not prompt_lens:
-        return max_new_tokens, None
+    if not prompt_lens or rules.decode_reuse_blocked:
+        return max_new_tokens, None  # no count of new tokens helps: decode_cache_hit says why
     need = max(decode_tokens_needed(rules, n) for n in prompt_lens)
     if max_new_tokens >= need:
         return max_new_tokens, None

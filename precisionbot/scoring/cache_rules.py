@@ -16,7 +16,12 @@ A vLLM server (``prefix_cache_rules: vllm`` in the client's server info) caches 
 ``block_size`` of the tokens it computed: a warmed prefix hits its whole blocks, a later turn the whole blocks
 of the previous turn's input + output - 1. With a hybrid model in ``mamba_cache_mode`` ``align`` the recurrent
 state is kept every ``mamba_block_size`` tokens (vLLM aligns it to ``block_size``), so a hit lands on a multiple
-of both.
+of both. Which of those states (and of a sliding window's blocks) survive is ``prefix_cache_retention_interval``
+(vLLM 0.32's ``reachable_block_mask``): 0, the default, keeps only the state at each prompt's last block (its
+"replay boundary", ``(prompt - 1)`` rounded down to the block), so a later turn resumes at its previous turn's
+prompt and never reuses decoded tokens (measured: a 600-token prompt + 320 decoded tokens, then the turn-2
+prompt hits 512 tokens; with ``--prefix-cache-retention-interval 128``, 896); a positive interval also keeps one
+every that many tokens, decode included.
 
 Every size a miss's explanation names comes from :meth:`CacheRules.step` (one number per phase) and
 :func:`granularity` (the setting's name with that number), so its numbers cannot disagree with each other.
@@ -55,6 +60,27 @@ class CacheRules:
     mamba_block_size: int = 0
     """vLLM only: the ``mamba_block_size`` it reports in ``align`` mode (0: none); ``page_size`` is then the
     least common multiple of both block sizes."""
+    retention_tokens: int | None = None
+    """vLLM only, with a mamba or sliding-window cache group: ``prefix_cache_retention_interval`` (0: only each
+    prompt's last block is kept; > 0: also one every that many tokens); None: every block is kept."""
+
+    @property
+    def decode_reuse_blocked(self) -> str | None:
+        """Why no later turn can reuse decoded tokens whatever the sizes (None: it can)."""
+        if self.kind != "vllm" or self.retention_tokens != 0:
+            return None
+        what = "a hybrid model's recurrent (mamba) state" if self.mamba_block_size else "a sliding window's blocks"
+        return (
+            f"vLLM keeps {what} only at each prompt's last block (prefix_cache_retention_interval "
+            "0, its default), so a later turn resumes at the previous prompt and never reuses decoded tokens, "
+            f"whatever the sizes; start vLLM with --prefix-cache-retention-interval {self.page_size} to keep "
+            "every block"
+        )
+
+    def _retained(self, tokens: int) -> int:
+        """The furthest hit at or before ``tokens`` computed tokens that the retention keeps during decode."""
+        step = self.page_size if not self.retention_tokens else math.lcm(self.page_size, self.retention_tokens)
+        return tokens // step * step
 
     def step(self, phase: str) -> int:
         """The granularity a hit lands on: ``prefill`` (a warmed prompt) or ``decode`` (turn 1's tokens).
@@ -64,6 +90,8 @@ class CacheRules:
         """
         if self.kind == "mamba":
             return self.track_interval if phase == "decode" else self.chunk_size
+        if self.kind == "vllm" and phase == "decode" and self.retention_tokens:
+            return math.lcm(self.page_size, self.retention_tokens)
         return self.page_size
 
     def describe(self) -> str:
@@ -95,6 +123,11 @@ class CacheRules:
             # one token); of what was computed, whole blocks are cached.
             computed = history_len + max(output_len, 1) - 1
             expected = computed // self.page_size * self.page_size
+            if self.retention_tokens is not None:
+                # Mamba / sliding-window groups keep the previous prompt's last block, and (interval > 0)
+                # one block every interval, decode included.
+                replay = max(0, history_len - 1) // self.page_size * self.page_size
+                expected = max(replay, 0 if self.retention_tokens == 0 else self._retained(computed))
             return None if actual == expected else f"expected cached_tokens={expected}, got {actual}"
         if self.kind == "mamba":
             if output_len <= 0:
@@ -128,7 +161,13 @@ def rules_for(raw: Mapping[str, Any], checkpoint_lag: int = 0) -> CacheRules:
         mamba = _int(raw, "mamba_block_size", 0) if str(raw.get("mamba_cache_mode")) == "align" else 0
         # A hit must end on a boundary of the attention blocks and of the recurrent-state checkpoints.
         step = math.lcm(block, mamba) if mamba else block
-        return CacheRules(kind="vllm", page_size=step, block_size=block, mamba_block_size=mamba)
+        retention = None
+        if mamba or raw.get("sliding_window") not in (None, "", "None"):
+            value = str(raw.get("prefix_cache_retention_interval", ""))
+            retention = int(value) if value.isascii() and value.isdigit() else None
+        return CacheRules(
+            kind="vllm", page_size=step, block_size=block, mamba_block_size=mamba, retention_tokens=retention
+        )
     if uses_mamba_cache(raw):
         return CacheRules(
             kind="mamba",
@@ -158,7 +197,10 @@ def prefill_reach(rules: CacheRules, prompt_len: int) -> int:
 
 def decode_reach(rules: CacheRules, prompt_len: int, output_len: int) -> int:
     """The most tokens of turn 1 (prompt + output) a turn 2 can serve from the cache: the last checkpoint or
-    whole page at or before turn 1's last computed token (its last output token is never computed)."""
+    whole page at or before turn 1's last computed token (its last output token is never computed); on a vLLM
+    server that keeps no decoded state, the prompt's own last block."""
+    if rules.decode_reuse_blocked:
+        return prefill_reach(rules, prompt_len)
     step = rules.step("decode")
     return max(0, prompt_len + output_len - 1) // step * step
 
@@ -236,6 +278,8 @@ def explain_decode_miss(rules: CacheRules, prompt_lens: Sequence[int], output_le
     and turn 1's last computed token (SGLang's decode rule), so short generations never can.
     """
     n = len(prompt_lens)
+    if n and rules.decode_reuse_blocked:
+        return rules.decode_reuse_blocked
 
     def hits(new: int) -> int:
         return sum(decode_reach(rules, p, new) > p + 1 for p in prompt_lens)

@@ -11,7 +11,9 @@ def test_fault_names_match_the_contract_table() -> None:
         "restore-layer0-only", "restore-stale-page", "cache-decode-kv-rounded", "attn-p-fp8",
         "attn-p-fp8-scaled", "attn-p-bf16", "mantissa", "chunk-boundary", "batch-variant", "nondeterministic",
         "mamba-stale-checkpoint", "conv-state-shift", "swa-early-evict", "swa-decode-window", "state-mantissa",
-        "state-bf16-decode", "mlp-bf16", "cross-node-bf16", "cross-node-stale",
+        "state-bf16-decode", "mlp-bf16", "cross-node-bf16", "cross-node-stale", "spec-verify-offbyone",
+        "spec-kv-rollback", "spec-state-rollback", "spec-bonus-logprob", "spec-accept-loose", "spec-draft-degraded",
+        "spec-greedy-at-temperature", "router-fp8",
     }  # fmt: skip
 
 

@@ -36,6 +36,9 @@ def test_flags_become_options() -> None:
     o = serve.options_from_args(args)
     assert o.fault_specs() == ["attn-p-fp8", "mantissa=6"] and o.seed == 3 and o.page_size == 8
     assert o.chunked_prefill_size == 256 and o.disable_radix_cache and o.dtype == "float32"
+    assert o.spec_algorithm is None
+    spec = serve.options_from_args(_parse("--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "3"))
+    assert spec.spec_algorithm == "NGRAM" and spec.speculative_num_draft_tokens == 3
 
 
 def test_unknown_fault_is_a_config_error_before_torch_loads() -> None:

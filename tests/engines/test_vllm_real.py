@@ -5,13 +5,21 @@ and fail a bf16 "PR", batch_invariance must run, and a cache bug planted in the 
 must fail the cache helpers with match clean. (A server missing the flush or the cached-token counts is
 tested against a fake in test_vllm_client.py.)
 
-The fp32 Llama server is shared by the module; each other server is started by its one test (vLLM starts in
-1-3 min on 2 loaded cores)."""
+``spec_decode`` takes the fp32 Llama server as its plain arm and a second server of the same model with n-gram
+speculative decoding (``--speculative-config``) as its spec arm (``--spec-engine-url``): the clean pair must
+pass, with acceptance read from vLLM's ``/metrics`` counters, and a verify bug planted in the spec server
+through a vLLM plugin (tests/support/vllm_spec_bugs: every drafted token accepted; the plugin reads its live
+bug from a file at every verify, so one server serves both runs) must fail it, caught by the tokens part.
+
+The fp32 Llama server is shared by the module, the spec server by the spec tests; each other server is started
+by its one test (vLLM starts in 1-3 min on 2 loaded cores)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,8 +27,9 @@ import pytest
 from precisionbot.cli import main
 from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.vllm import VLLMEngine
+from precisionbot.errors import EngineError
 from tests.support.check_result import checks_by_name, read_result_json
-from tests.support.vllm import VLLMInstall, install, vllm_server
+from tests.support.vllm import SERVER_ENV, VLLMInstall, install, plugins_env, vllm_server
 
 pytestmark = pytest.mark.vllm
 
@@ -223,3 +232,81 @@ def test_planted_stale_block_on_prefix_hits_is_caught_with_match_clean(
     assert code == 1
     assert by_name["match"]["verdict"] == "pass", by_name["match"]
     assert by_name["prefill_cache_hit"]["verdict"] == "fail", by_name["prefill_cache_hit"]
+
+
+SPEC_PLUGIN = Path(__file__).resolve().parents[1] / "support" / "vllm_spec_bugs" / "precisionbot_spec_bugs.py"
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+SPEC_SIZES = ["--samples", "4", "--prompt-tokens", "200", "--max-new-tokens", "32", "--quiet"]
+
+
+def _spec_plugin_dist(root: Path) -> Path:
+    """A folder for PYTHONPATH holding the plugin and a dist-info that registers it with vLLM."""
+    root.mkdir(parents=True)
+    (root / SPEC_PLUGIN.name).write_text(SPEC_PLUGIN.read_text())
+    info = root / "precisionbot_spec_bugs-0.0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: precisionbot-spec-bugs\nVersion: 0.0.0\n")
+    (info / "entry_points.txt").write_text("[vllm.general_plugins]\nspec_bugs = precisionbot_spec_bugs:register\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def spec_pair(
+    vllm: VLLMInstall, llama_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str, Path, Path]]:
+    """(plain URL: the module's fp32 server, spec URL, the spec server's live-bug file, its log)."""
+    root = tmp_path_factory.mktemp("vllm-spec")
+    live = root / "live-bug"
+    live.write_text("")
+    env = {**plugins_env({"spec_bugs": _spec_plugin_dist(root / "plugin")}), "PRECISIONBOT_SPEC_BUG_FILE": str(live)}
+    assert SERVER_ENV["PYTHONPATH"] in env["PYTHONPATH"]  # the AMX permission stays on the path
+    spec = f"--dtype float32 --speculative-config '{json.dumps(NGRAM)}'"
+    model = vllm.model("llama")
+    with vllm_server(vllm, model, root / "spec", spec, env=env) as spec_url:
+        yield llama_url, spec_url, live, root / "spec" / "vllm.log"
+
+
+def _spec_check(
+    spec_pair: tuple[str, str, Path, Path], out: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, dict[str, Any]]:
+    plain, spec, _, _ = spec_pair
+    argv = ["check", "--engine-url", plain, "--spec-engine-url", spec, "--engine-kind", "vllm"]
+    code = main([*argv, "--checks", "spec_decode", "--out", str(out), *SPEC_SIZES])
+    capsys.readouterr()
+    return code, checks_by_name(read_result_json(out))["spec_decode"]
+
+
+def test_vllm_reports_its_spec_counters_and_a_plain_server_says_it_has_none(
+    spec_pair: tuple[str, str, Path, Path],
+) -> None:
+    plain, spec, _, log = spec_pair
+    assert "precisionbot spec bugs registered" in log.read_text()
+    engines = VLLMEngine(spec), VLLMEngine(plain)
+    try:
+        drafts, drafted, accepted = engines[0].spec_counters()
+        assert 0 <= accepted <= drafted and drafts <= drafted
+        with pytest.raises(EngineError, match=r"no vllm:spec_decode_\* counters"):
+            engines[1].spec_counters()
+    finally:
+        for engine in engines:
+            engine.close()
+
+
+def test_the_clean_pair_passes_and_a_planted_verify_bug_fails_on_the_tokens(
+    spec_pair: tuple[str, str, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, clean = _spec_check(spec_pair, tmp_path / "clean", capsys)
+    assert code == 0 and clean["verdict"] == "pass", clean
+    stats = clean["stats"]
+    assert stats["greedy_violations"] == 0 and stats["unexplained_divergences"] == 0, stats
+    assert stats["accept_length"] >= 1.0 and stats["main_accept_length"] is None, stats
+    assert any("acceptance: not judged" in r for r in clean["reasons"]), clean["reasons"]
+
+    spec_pair[2].write_text("accept-all")
+    try:
+        code, bad = _spec_check(spec_pair, tmp_path / "bad", capsys)
+    finally:
+        spec_pair[2].write_text("")
+    assert code == 1 and bad["verdict"] == "fail", bad
+    assert "tokens" in bad["stats"]["caught_by"], bad["stats"]
+    assert any(r.startswith("tokens: the spec arm emitted") for r in bad["reasons"]), bad["reasons"]

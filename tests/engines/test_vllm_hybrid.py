@@ -1,0 +1,139 @@
+"""precisionbot against a real vLLM server serving a hybrid model (marker ``vllm``): the tiny Qwen3-Next
+(gated delta-net + gated attention + MoE, bf16) with text-like bigram weights (``make_tiny_hf.py``
+``qwen3-next-bigram``), in vLLM's align-mode prefix cache.
+
+One server serves the whole module (vLLM starts in 1-3 min on 2 cores): it runs with
+``--prefix-cache-retention-interval 128``, without which vLLM keeps no decoded tokens' recurrent state and
+``decode_cache_hit`` cannot hit (``scoring.cache_rules``; the pure tests below), and it loads the hybrid-bug
+plugin (tests/support/vllm_hybrid_bugs), whose live bug is read from a file at every hook. With the file empty
+the plugin passes everything through: every helper must pass with more than half its cache hits. With each
+planted bug (a hit restoring another block's recurrent state, a conv window shifted by one, the attention KV
+not restored with the state) ``prefill_cache_hit`` must fail and the diagnosis must name the restored state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from precisionbot.cli import main
+from precisionbot.scoring.cache_fit import fit_new_tokens
+from precisionbot.scoring.cache_rules import decode_reach, explain_decode_miss, rules_for
+from tests.support.check_result import checks_by_name, read_result_json
+from tests.support.vllm import VLLMInstall, install, plugins_env, vllm_server
+
+PLUGIN = Path(__file__).resolve().parents[1] / "support" / "vllm_hybrid_bugs" / "precisionbot_hybrid_bugs.py"
+ARGS = "--dtype bfloat16 --prefix-cache-retention-interval 128"
+SIZES = ["--samples", "4", "--prompt-tokens", "200", "--max-new-tokens", "64", "--quiet"]
+HELPERS = "match,prefill_cache_hit,decode_cache_hit,cache_consistency"
+# What vllm.py reads from /metrics on this CPU build (block_size 128, mamba_block_size 16, align mode).
+HYBRID_RAW = {
+    "prefix_cache_rules": "vllm",
+    "block_size": 128,
+    "page_size": 128,
+    "mamba_block_size": 16,
+    "mamba_cache_mode": "align",
+}
+
+
+# --- the rules, pure (no server) ---
+
+
+def test_default_retention_makes_decode_cache_hit_not_applicable_and_rounds_nothing() -> None:
+    rules = rules_for({**HYBRID_RAW, "prefix_cache_retention_interval": "0"})
+    reason = rules.decode_reuse_blocked
+    assert reason is not None and "--prefix-cache-retention-interval 128" in reason
+    # Measured on the real server: a 600-token prompt + 320 decoded tokens, then turn 2 hits 512 tokens.
+    assert decode_reach(rules, 600, 320) == 512
+    assert rules.decode(512, 600, 320) is None and rules.decode(896, 600, 320) is not None
+    assert explain_decode_miss(rules, [600, 700], 320) == reason
+    assert fit_new_tokens(rules, [600, 700], 64) == (64, None)  # no size helps
+
+
+def test_a_retention_interval_lets_decoded_state_be_reused() -> None:
+    rules = rules_for({**HYBRID_RAW, "prefix_cache_retention_interval": "128"})
+    assert rules.decode_reuse_blocked is None
+    assert decode_reach(rules, 600, 320) == 896  # measured: (600 + 320 - 1) // 128 * 128
+    assert rules.decode(896, 600, 320) is None
+    coarse = rules_for({**HYBRID_RAW, "prefix_cache_retention_interval": "256"})
+    assert decode_reach(coarse, 600, 320) == 768 and coarse.decode(768, 600, 320) is None
+    dense = rules_for({"prefix_cache_rules": "vllm", "block_size": 128, "prefix_cache_retention_interval": "0"})
+    assert dense.decode_reuse_blocked is None  # no mamba or window group: every block is kept
+
+
+# --- the real server ---
+
+
+@pytest.fixture(scope="module")
+def vllm() -> VLLMInstall:
+    return install()
+
+
+def _plugin_dist(root: Path) -> Path:
+    """A folder for PYTHONPATH holding the plugin and a dist-info that registers it with vLLM."""
+    root.mkdir(parents=True)
+    (root / PLUGIN.name).symlink_to(PLUGIN)
+    info = root / "precisionbot_hybrid_bugs-0.0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: precisionbot-hybrid-bugs\nVersion: 0.0.0\n")
+    (info / "entry_points.txt").write_text("[vllm.general_plugins]\nhybrid_bugs = precisionbot_hybrid_bugs:register\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(vllm: VLLMInstall, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+    """(URL, the live-bug file, the server's log)."""
+    root = tmp_path_factory.mktemp("vllm-hybrid")
+    live = root / "live-bug"
+    live.write_text("")
+    env = {**plugins_env({"hybrid_bugs": _plugin_dist(root / "plugin")}), "PRECISIONBOT_HYBRID_BUG_FILE": str(live)}
+    with vllm_server(vllm, vllm.model("qwen3-next-bigram"), root / "logs", ARGS, env=env) as url:
+        yield url, live, root / "logs" / "vllm.log"
+
+
+def _check(url: str, checks: str, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
+    argv = ["check", "--engine-url", url, "--engine-kind", "vllm", "--checks", checks, "--out", str(out)]
+    code = main([*argv, *SIZES])
+    capsys.readouterr()
+    return code, read_result_json(out)
+
+
+@pytest.mark.vllm
+def test_clean_hybrid_server_passes_every_helper_with_cache_hits(
+    server: tuple[str, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, live, log = server
+    live.write_text("")
+    code, result = _check(url, HELPERS, tmp_path / "out", capsys)
+    assert "precisionbot hybrid bugs registered" in log.read_text()
+    by_name = checks_by_name(result)
+    assert code == 0, by_name
+    for name, check in by_name.items():
+        assert check["verdict"] == "pass", (name, check)
+    for name in ("prefill_cache_hit", "decode_cache_hit"):
+        cache = by_name[name]["cache"]
+        assert isinstance(cache, dict) and 2 * cache["kept"] > cache["total"], (name, cache)
+    environment = result["environment"]
+    assert isinstance(environment, dict) and environment["mamba_track_interval"] == 128
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("bug", ["other-state", "conv-shift", "stale-kv"])
+def test_planted_hybrid_state_bug_fails_prefill_cache_hit_naming_the_state(
+    bug: str, server: tuple[str, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, live, _ = server
+    live.write_text(bug)
+    try:
+        code, result = _check(url, "match,prefill_cache_hit", tmp_path / "out", capsys)
+    finally:
+        live.write_text("")
+    by_name = checks_by_name(result)
+    assert code == 1, by_name
+    assert by_name["match"]["verdict"] == "pass", by_name["match"]
+    assert by_name["prefill_cache_hit"]["verdict"] == "fail", by_name["prefill_cache_hit"]
+    diagnosis = result["diagnosis"]
+    assert isinstance(diagnosis, list)
+    assert "recurrent_state" in {d["code"] for d in diagnosis}, diagnosis
