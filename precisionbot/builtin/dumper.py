@@ -55,14 +55,20 @@ import shutil
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from precisionbot.builtin import hooks
-from precisionbot.builtin.dumper_config import EXP_NAME_PREFIX, NAME_PREFIX, DumperConfig, DumperRequestError, check
+from precisionbot.builtin.dumper_config import (
+    EXP_NAME_PREFIX,
+    NAME_PREFIX,
+    DumperConfig,
+    DumperRequestError,
+    configured,
+)
 from precisionbot.builtin.hooks import BatchTensors
 
 PARALLEL_INFO = {
@@ -187,22 +193,7 @@ class Dumper:
         return {"config": asdict(self.config), "dump_index": self.dump_index, "step": self.step_count}
 
     def configure(self, changes: Mapping[str, Any]) -> None:
-        known = {f.name: f for f in fields(DumperConfig)}
-        for key, value in changes.items():
-            if key not in known:
-                raise DumperRequestError(f"configure: unknown field {key!r}; valid fields: {', '.join(known)}")
-            kind = known[key].type
-            ok = (
-                (kind == "bool" and isinstance(value, bool))
-                or (kind == "int" and isinstance(value, int) and not isinstance(value, bool))
-                or (kind == "str" and isinstance(value, str))
-                or (kind == "str | None" and (value is None or isinstance(value, str)))
-            )
-            if not ok:
-                raise DumperRequestError(f"DumperConfig.{key}: expected {kind}, got {type(value).__name__}")
-        config = replace(self.config, **changes)
-        check(config, lambda name: f"configure: {name}", DumperRequestError)
-        self.config = config
+        self.config = configured(self.config, changes)
 
     def reset(self) -> None:
         """SGLang's reset: the module hooks are removed and the counters start over."""

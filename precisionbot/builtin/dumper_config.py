@@ -6,7 +6,7 @@ torch loads. The dumper itself is dumper.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from precisionbot.errors import ConfigError
@@ -106,6 +106,27 @@ def check(config: DumperConfig, label: Callable[[str], str], error: type[Excepti
                 f"{label('server_port')}={number}: the builtin engine has no standalone dumper server; "
                 "use 'reuse' (the routes on the engine's own port)"
             )
+
+
+def configured(config: DumperConfig, changes: Mapping[str, Any]) -> DumperConfig:
+    """``config`` with ``POST /dumper/configure``'s ``changes`` applied, each field's type checked as SGLang's
+    dumper checks it; a ``DumperRequestError`` names an unknown field or a wrong type (the route's 400)."""
+    known = {f.name: f.type for f in fields(DumperConfig)}
+    for key, value in changes.items():
+        kind = known.get(key)
+        if kind is None:
+            raise DumperRequestError(f"configure: unknown field {key!r}; valid fields: {', '.join(known)}")
+        ok = (
+            (kind == "bool" and isinstance(value, bool))
+            or (kind == "int" and isinstance(value, int) and not isinstance(value, bool))
+            or (kind == "str" and isinstance(value, str))
+            or (kind == "str | None" and (value is None or isinstance(value, str)))
+        )
+        if not ok:
+            raise DumperRequestError(f"DumperConfig.{key}: expected {kind}, got {type(value).__name__}")
+    new = replace(config, **changes)
+    check(new, lambda name: f"configure: {name}", DumperRequestError)
+    return new
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from precisionbot.builtin.dumper_config import (
@@ -36,8 +36,8 @@ from precisionbot.builtin.dumper_config import (
     NAME_PREFIX,
     DumperConfig,
     DumperRequestError,
-    check,
     config_from_env,
+    configured,
 )
 
 PLUGIN_NAME = "precisionbot_dumper"
@@ -164,21 +164,7 @@ class DumperState:
         return {"config": asdict(self.config), "dump_index": self.dump_index, "step": self.step, "vllm": self.facts}
 
     def configure(self, changes: Mapping[str, Any]) -> None:
-        known = {f.name: f.type for f in fields(DumperConfig)}
-        for key, value in changes.items():
-            kind = known.get(key)
-            if kind is None:
-                raise DumperRequestError(f"configure: unknown field {key!r}; valid fields: {', '.join(known)}")
-            ok = (
-                (kind == "bool" and isinstance(value, bool))
-                or (kind == "int" and isinstance(value, int) and not isinstance(value, bool))
-                or (kind == "str" and isinstance(value, str))
-                or (kind == "str | None" and (value is None or isinstance(value, str)))
-            )
-            if not ok:
-                raise DumperRequestError(f"DumperConfig.{key}: expected {kind}, got {type(value).__name__}")
-        config = replace(self.config, **changes)
-        check(config, lambda name: f"configure: {name}", DumperRequestError)
+        config = configured(self.config, changes)
         if "cleanup_previous" in changes:
             self._cleaned = False
         self.config = config

@@ -22,7 +22,7 @@ from precisionbot.cli import main
 from precisionbot.scoring.cache_fit import fit_new_tokens
 from precisionbot.scoring.cache_rules import decode_reach, explain_decode_miss, rules_for
 from tests.support.check_result import checks_by_name, read_result_json
-from tests.support.vllm import VLLMInstall, install, plugins_env, vllm_server
+from tests.support.vllm import VLLMInstall, general_plugin, install, plugins_env, vllm_server
 
 PLUGIN = Path(__file__).resolve().parents[1] / "support" / "vllm_hybrid_bugs" / "precisionbot_hybrid_bugs.py"
 ARGS = "--dtype bfloat16 --prefix-cache-retention-interval 128"
@@ -72,14 +72,7 @@ def vllm() -> VLLMInstall:
 
 
 def _plugin_dist(root: Path) -> Path:
-    """A folder for PYTHONPATH holding the plugin and a dist-info that registers it with vLLM."""
-    root.mkdir(parents=True)
-    (root / PLUGIN.name).symlink_to(PLUGIN)
-    info = root / "precisionbot_hybrid_bugs-0.0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: precisionbot-hybrid-bugs\nVersion: 0.0.0\n")
-    (info / "entry_points.txt").write_text("[vllm.general_plugins]\nhybrid_bugs = precisionbot_hybrid_bugs:register\n")
-    return root
+    return general_plugin(root, PLUGIN.stem, PLUGIN.read_text(), "hybrid_bugs")
 
 
 @pytest.fixture(scope="module")

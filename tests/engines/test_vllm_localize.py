@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from precisionbot.cli import main
-from tests.support.vllm import VLLMInstall, dumper_dist, dumper_server, install
+from tests.support.vllm import VLLMInstall, dumper_dist, dumper_server, general_plugin, install
 
 pytestmark = pytest.mark.vllm
 
@@ -55,13 +55,7 @@ ARGS = "--dtype float32"
 
 
 def _perturb_dist(root: Path) -> Path:
-    root.mkdir(parents=True)
-    (root / "precisionbot_perturb_mlp.py").write_text(PERTURB_PLUGIN)
-    info = root / "precisionbot_perturb_mlp-0.0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: precisionbot-perturb-mlp\nVersion: 0.0.0\n")
-    (info / "entry_points.txt").write_text(f"[vllm.general_plugins]\n{PERTURB} = precisionbot_perturb_mlp:register\n")
-    return root
+    return general_plugin(root, "precisionbot_perturb_mlp", PERTURB_PLUGIN, PERTURB)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from precisionbot.engines.base import GenerateRequest
 from precisionbot.engines.vllm import VLLMEngine
 from precisionbot.errors import EngineError
 from tests.support.check_result import checks_by_name, read_result_json
-from tests.support.vllm import SERVER_ENV, VLLMInstall, install, plugins_env, vllm_server
+from tests.support.vllm import SERVER_ENV, VLLMInstall, general_plugin, install, plugins_env, vllm_server
 
 pytestmark = pytest.mark.vllm
 
@@ -209,13 +209,7 @@ def register():
 
 
 def _plugin(root: Path) -> Path:
-    root.mkdir(parents=True)
-    (root / "precisionbot_stale_block.py").write_text(STALE_BLOCK_PLUGIN)
-    info = root / "precisionbot_stale_block-0.0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: precisionbot-stale-block\nVersion: 0.0.0\n")
-    (info / "entry_points.txt").write_text("[vllm.general_plugins]\nstale_block = precisionbot_stale_block:register\n")
-    return root
+    return general_plugin(root, "precisionbot_stale_block", STALE_BLOCK_PLUGIN, "stale_block")
 
 
 def test_planted_stale_block_on_prefix_hits_is_caught_with_match_clean(
@@ -240,14 +234,7 @@ SPEC_SIZES = ["--samples", "4", "--prompt-tokens", "200", "--max-new-tokens", "3
 
 
 def _spec_plugin_dist(root: Path) -> Path:
-    """A folder for PYTHONPATH holding the plugin and a dist-info that registers it with vLLM."""
-    root.mkdir(parents=True)
-    (root / SPEC_PLUGIN.name).write_text(SPEC_PLUGIN.read_text())
-    info = root / "precisionbot_spec_bugs-0.0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: precisionbot-spec-bugs\nVersion: 0.0.0\n")
-    (info / "entry_points.txt").write_text("[vllm.general_plugins]\nspec_bugs = precisionbot_spec_bugs:register\n")
-    return root
+    return general_plugin(root, SPEC_PLUGIN.stem, SPEC_PLUGIN.read_text(), "spec_bugs")
 
 
 @pytest.fixture(scope="module")

@@ -131,6 +131,19 @@ def dumper_dist(root: Path) -> Path:
     return root
 
 
+def general_plugin(root: Path, module: str, source: str, entry: str) -> Path:
+    """A folder for ``PYTHONPATH`` holding ``module``'s ``source`` and a dist-info that registers its
+    ``register`` under ``vllm.general_plugins`` as ``entry`` (how vLLM finds a plugin: importlib.metadata)."""
+    root.mkdir(parents=True)
+    (root / f"{module}.py").write_text(source)
+    dist = module.replace("_", "-")
+    info = root / f"{module}-0.0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.0.0\n")
+    (info / "entry_points.txt").write_text(f"[vllm.general_plugins]\n{entry} = {module}:register\n")
+    return root
+
+
 def plugins_env(plugins: dict[str, Path]) -> dict[str, str]:
     """A server's environment for loading ``plugins`` (``VLLM_PLUGINS`` name -> folder for ``PYTHONPATH``),
     keeping SERVER_ENV's own ``PYTHONPATH``."""
@@ -140,9 +153,15 @@ def plugins_env(plugins: dict[str, Path]) -> dict[str, str]:
 
 @contextmanager
 def vllm_server(
-    vllm: VLLMInstall, model: Path, log_dir: Path, args: str = "", env: dict[str, str] | None = None
+    vllm: VLLMInstall,
+    model: Path,
+    log_dir: Path,
+    args: str = "",
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[str]:
-    """A running vLLM server on 127.0.0.1 (through precisionbot's own launcher); yields its URL."""
+    """A running vLLM server on 127.0.0.1 (through precisionbot's own launcher), run in ``cwd`` (default: this
+    process's); yields its URL."""
     log_dir.mkdir(parents=True, exist_ok=True)
     launcher = Launcher(
         vllm.launch_template(),
@@ -152,6 +171,7 @@ def vllm_server(
         health_timeout_s=600,
         stop_grace_s=20,
         env={**SERVER_ENV, **(env or {})},
+        cwd=cwd,
     )
     with launcher:
         yield launcher.url
@@ -164,15 +184,5 @@ def dumper_server(vllm: VLLMInstall, model: Path, log_dir: Path, args: str, plug
     vLLM's path, and importlib.metadata would read the checkout's own ``precisionbot.egg-info`` (whose entry
     points are those of the last ``pip install -e``) instead of ``dumper_dist``'s."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    launcher = Launcher(
-        vllm.launch_template(),
-        model=str(model),
-        args=args,
-        log_path=log_dir / "vllm.log",
-        health_timeout_s=600,
-        stop_grace_s=20,
-        env={**SERVER_ENV, **DUMPER_ENV, **plugins_env(plugins)},
-        cwd=log_dir,
-    )
-    with launcher:
-        yield launcher.url
+    with vllm_server(vllm, model, log_dir, args, {**DUMPER_ENV, **plugins_env(plugins)}, cwd=log_dir) as url:
+        yield url
