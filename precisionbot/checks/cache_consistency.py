@@ -35,7 +35,7 @@ from precisionbot.checks.context import CheckContext
 from precisionbot.engines.base import GenerateRequest, Generation
 from precisionbot.fmt import plain as _fmt
 from precisionbot.results import CheckOutput, CheckResult, Verdict
-from precisionbot.scoring.k3 import AlignedSample, compare
+from precisionbot.scoring.k3 import AlignedSample, compare, restart_noise_limits
 
 NAME = "cache_consistency"
 SHOWN = 5
@@ -193,7 +193,7 @@ def _judge(
     out = compare(
         NAME,
         aligned,
-        ctx.thresholds,
+        restart_noise_limits(ctx.thresholds, nocache_mean_k3),
         extra={
             "profile": ctx.profile,
             **counts,

@@ -37,7 +37,14 @@ from precisionbot.metrics.routing import BASELINE_FLOOR, PATH_FLOOR
 from precisionbot.results import CheckResult, PositionRecord, RunResult, Verdict
 from precisionbot.results.run import CACHE_HIT_HELPERS, JUDGED_AGAINST_MATCH, K3_CHECKS
 from precisionbot.scoring.golden_judge import stat_fails
-from precisionbot.scoring.k3 import MATCH_STAT, NOCACHE_STAT, enough_cache_hits, judge_against_match, judge_k3
+from precisionbot.scoring.k3 import (
+    MATCH_STAT,
+    NOCACHE_STAT,
+    enough_cache_hits,
+    judge_against_match,
+    judge_k3,
+    restart_noise_limits,
+)
 from precisionbot.scoring.spec_rules import SAMPLED_ALPHA, acceptance_fell
 from precisionbot.scoring.window_step import step_fails
 
@@ -92,8 +99,10 @@ def _consistency(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
         "max": _number(stats, "max"),
         "frac_over": {key: _number(frac, key, where="stats.frac_over")},
     }
+    # A check with a no-cache control holds its mean to the control too (scoring.k3.restart_noise_limits).
+    control = _optional(stats, NOCACHE_STAT, _number, None)
     # The rest of the stats ride along for rules that read more keys; the ones above are checked numbers.
-    verdict, reasons = judge_k3({**stats, **clean}, limits)
+    verdict, reasons = judge_k3({**stats, **clean}, restart_noise_limits(limits, control))
     if verdict is not Verdict.PASS:
         raise _Contradiction(f"stats: {reasons[0]}")
     _window_step(stats)

@@ -211,6 +211,25 @@ NOCACHE_STAT = "nocache_mean_k3"
 (``cache_consistency``'s restarts after a flush), scored against the same reference, in the same run."""
 
 
+def restart_noise_limits(limits: ThresholdSet, nocache_mean_k3: float | None) -> ThresholdSet:
+    """``limits`` for a check with a no-cache control (``NOCACHE_STAT``): its mean rule reads ``kl_div`` or
+    ``cache_vs_match_factor`` times the control's mean k3, whichever is larger.
+
+    The control is the same requests run again without the cache, so its mean k3 is what restarting costs a
+    correct engine on this run, and a cache bug must add to it. When that cost alone approaches ``kl_div`` (a
+    bf16 hybrid model's restarts re-fold a recurrent chunk: measured 3.3e-3 on a clean vLLM server, with the
+    cache path at the same 3.3e-3), SGLang's absolute threshold cannot tell the cache from the restart and
+    would fail a correct cache; held to the control, the cache must be ``cache_vs_match_factor`` times noisier
+    than restarting without it (the cache-vs-match rule's factor). The tail rules are unchanged."""
+    if nocache_mean_k3 is None or not math.isfinite(nocache_mean_k3):
+        return limits
+    raised = limits.cache_vs_match_factor * nocache_mean_k3
+    if not raised > limits.kl_div:
+        return limits
+    key = f"{_fmt(limits.cache_vs_match_factor)}x the same restarts without the cache ({_fmt(nocache_mean_k3)})"
+    return replace(limits, kl_div=raised, kl_div_key=key)
+
+
 def noise_reference(cache: CheckResult, match: CheckResult | None) -> tuple[float | None, str]:
     """The same run's noise a cache check is held to, and where it comes from (for the reason).
 

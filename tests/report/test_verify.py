@@ -129,6 +129,18 @@ def test_cache_consistency_is_held_to_its_own_no_cache_control_too() -> None:
         assert "stats.mean_k3" in verified.checks[1].reasons[0]
 
 
+def test_cache_consistency_restarts_at_the_threshold_hold_its_mean_to_the_control() -> None:
+    """A bf16 hybrid model's restarts alone cost about kl_div (3.3e-3 on a clean vLLM server, the cache path
+    the same): the mean rule reads 4x the control there, on both sides (scoring.k3.restart_noise_limits)."""
+    match = check(stats=stats(mean_k3=1e-3))
+    honest = check("cache_consistency", stats=stats(mean_k3=3.26e-3, nocache_mean_k3=3.26e-3))
+    assert verify_run(run_of(match, honest), TRUSTED).checks[1].verdict is Verdict.PASS
+    # 5x the control is more than restarting costs: a PASS claimed there does not hold.
+    forged = check("cache_consistency", stats=stats(mean_k3=1.6e-2, nocache_mean_k3=3.26e-3))
+    verified = verify_run(run_of(match, forged), TRUSTED).checks[1]
+    assert verified.verdict is Verdict.INCONCLUSIVE and "4x the same restarts without the cache" in verified.reasons[0]
+
+
 def test_claimed_fail_and_inconclusive_are_kept() -> None:
     for verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
         c = check(verdict=verdict, stats=stats())

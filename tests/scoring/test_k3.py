@@ -164,3 +164,15 @@ def test_a_no_cache_control_sets_the_noise_when_match_is_quieter() -> None:
     judged = judge_against_match(quieter, None, DEFAULT)
     assert judged.verdict is Verdict.FAIL
     assert "above 4x the no-cache control's" in judged.reasons[0]
+
+
+def test_restart_noise_raises_the_mean_rule_only_above_kl_div() -> None:
+    from precisionbot.config import DEFAULT_PROFILES
+    from precisionbot.scoring.k3 import restart_noise_limits
+
+    limits = DEFAULT_PROFILES["default"]
+    assert restart_noise_limits(limits, None) is limits
+    assert restart_noise_limits(limits, 1e-4) is limits  # 4e-4 < kl_div 0.0025: SGLang's threshold stands
+    raised = restart_noise_limits(limits, 3.26e-3)
+    assert raised.kl_div == pytest.approx(4 * 3.26e-3) and raised.max_token_k3 == limits.max_token_k3
+    assert raised.kl_div_key == "4x the same restarts without the cache (0.00326)"
