@@ -2,7 +2,7 @@
 without, and the sampled path is tested against the target's own probabilities.
 
 Golden's teacher-forced prefill never runs draft and verify, so a spec-decode PR passes it by construction.
-Upstream tests each cover one corner (REFERENCE facts): SGLang's greedy parity (exact text), target logprobs
+Upstream tests each cover one corner: SGLang's greedy parity (exact text), target logprobs
 equal to two decimals, vLLM's ``isclose`` per token with the same rank, a floor or a 5 % tolerance on the
 mean accepted length, and (vLLM only) the sampled path. This check runs them together on two *arms*, engines
 that differ only in the speculative launch option, and says which part caught what:
