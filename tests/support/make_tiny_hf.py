@@ -4,9 +4,12 @@
 
 ARCH is ``llama`` (dense, fp32), ``mistral-swa`` (every layer a 64-token sliding window, fp32),
 ``qwen3-next`` (gated delta-net linear attention + gated full attention + MoE, bf16: vLLM's CPU delta-net
-kernel needs bf16 and head dims of 64) or ``qwen3-next-bigram`` (the same architecture with text-like
-weights, below). The tokenizer is a byte-level BPE trained on the given local text files, so nothing comes
-from the hub. Weights are random but seeded, with a wide init so that the model's distributions are peaked (a
+kernel needs bf16 and head dims of 64), ``qwen3-next-bigram`` (the same architecture with text-like
+weights, below) or ``swa-hybrid-bigram`` (Llama layers alternating a 64-token sliding window and full attention
+through ``layer_types``, as Gemma 3 and GPT-OSS interleave them, with the same text-like weights, bf16: vLLM
+serves it with two KV cache groups, one of them a sliding-window pool). The tokenizer is a byte-level BPE
+trained on the given local text files (the tests pass the builtin engine's fixed training text), so nothing
+comes from the hub. Weights are random but seeded, with a wide init so that the model's distributions are peaked (a
 near-uniform model would hide precision differences in its flat logits).
 
 A random model's peaks are not a text's, though: its clean bf16 noise is that of no real model (the random
@@ -93,6 +96,17 @@ def config(arch: str) -> object:
         from transformers import MistralConfig
 
         return MistralConfig(**common, sliding_window=64, dtype="float32")
+    if arch == "swa-hybrid-bigram":
+        from transformers import LlamaConfig
+
+        # vLLM's Llama reads ``layer_types`` and ``sliding_window`` per layer (Transformers' Llama keeps them as
+        # plain attributes); 4 layers so that each kind has two.
+        return LlamaConfig(
+            **{**common, "num_hidden_layers": 4},
+            layer_types=["sliding_attention", "full_attention"] * 2,
+            sliding_window=64,
+            dtype="bfloat16",
+        )
     if arch in ("qwen3-next", "qwen3-next-bigram"):
         from transformers import Qwen3NextConfig
 
@@ -111,7 +125,9 @@ def config(arch: str) -> object:
             decoder_sparse_step=1,
             dtype="bfloat16",
         )
-    raise SystemExit(f"unknown ARCH {arch!r}: use llama, mistral-swa, qwen3-next or qwen3-next-bigram")
+    raise SystemExit(
+        f"unknown ARCH {arch!r}: use llama, mistral-swa, qwen3-next, qwen3-next-bigram or swa-hybrid-bigram"
+    )
 
 
 def bigram_table(out: Path, texts: list[str]) -> object:
@@ -172,10 +188,10 @@ def main(argv: list[str]) -> None:
     torch.manual_seed(SEED)
     cfg = config(arch)
     model = AutoModelForCausalLM.from_config(cfg)
-    if arch == "qwen3-next-bigram":
+    if arch.endswith("-bigram"):
         tokenizer(texts, out)  # the bigram table is counted in its subwords
         carry_bigram(model, bigram_table(out, texts))
-    dtype = torch.bfloat16 if arch.startswith("qwen3-next") else torch.float32
+    dtype = torch.bfloat16 if arch.startswith("qwen3-next") or arch == "swa-hybrid-bigram" else torch.float32
     model = model.to(dtype)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)

@@ -6,7 +6,10 @@ starts it in the background before linting; its lock makes us wait). With ``PREC
 script, unless the venv is already installed. ``VLLM_VENV`` points at another install.
 
 The models are written once per content by ``make_tiny_hf.py`` in vLLM's own venv (transformers
-``from_config`` + ``save_pretrained``, a BPE tokenizer trained on this repository's docs): nothing from the hub.
+``from_config`` + ``save_pretrained``, a BPE tokenizer and the text-like model's bigram taken from the builtin
+engine's fixed training text, ``precisionbot.builtin.training_text``): nothing from the hub. The text is fixed on
+purpose: built from this repository's docs, every docs edit rebuilt the models with other weights and moved the
+planted bugs' margins.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from precisionbot.builtin.training_text import training_digest, training_documents
 from precisionbot.engines.launcher import Launcher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +34,6 @@ VENV = Path(os.environ.get("VLLM_VENV", ROOT / ".cache" / "vllm-venv"))
 MODELS = ROOT / ".cache" / "vllm-models"
 INSTALL_TIMEOUT_S = 3600
 MAKER = Path(__file__).with_name("make_tiny_hf.py")
-TEXTS = sorted((ROOT / "docs").glob("*.md"))
 SERVER_ENV = {
     # /reset_prefix_cache (the flush) exists only in dev mode.
     "VLLM_SERVER_DEV_MODE": "1",
@@ -65,13 +68,12 @@ class VLLMInstall:
     def model(self, arch: str) -> Path:
         """The tiny ``arch`` model (see make_tiny_hf.py), written once per content of the maker and texts."""
         digest = hashlib.sha256(MAKER.read_bytes())
-        for text in TEXTS:
-            digest.update(text.read_bytes())
+        digest.update(training_digest().encode())
         path = MODELS / f"{arch}-{digest.hexdigest()[:12]}"
         if not (path / "config.json").exists():
             tmp = path.with_name(path.name + ".tmp")
             done = subprocess.run(
-                [str(self.python), str(MAKER), arch, str(tmp), *map(str, TEXTS)],
+                [str(self.python), str(MAKER), arch, str(tmp), str(training_text_file())],
                 capture_output=True,
                 text=True,
                 timeout=600,
@@ -82,6 +84,18 @@ class VLLMInstall:
                 pytest.fail(f"make_tiny_hf.py {arch} failed:\n{done.stderr[-3000:]}")
             tmp.rename(path)
         return path
+
+
+def training_text_file() -> Path:
+    """The builtin engine's training text as one file (the maker runs in vLLM's venv, which cannot import
+    precisionbot), written once per content."""
+    path = MODELS / f"training-text-{training_digest()[:12]}.txt"
+    if not path.exists():
+        MODELS.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_bytes(b"\n\n".join(training_documents()))
+        tmp.rename(path)
+    return path
 
 
 def install() -> VLLMInstall:

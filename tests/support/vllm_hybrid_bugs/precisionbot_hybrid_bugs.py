@@ -10,7 +10,10 @@ file plants nothing. Each touches only requests that hit the prefix cache, so a 
 * ``conv-shift``: the hit's state is restored, but its conv window is shifted by one token (rolled along the
   kernel axis in the worker, right after vLLM copies the hit's state into the request's running block);
 * ``stale-kv``: the recurrent state is the hit's own, but the last attention block of the hit is another
-  cached block's KV, i.e. the state was restored and the attention KV was not.
+  cached block's KV, i.e. the state was restored and the attention KV was not;
+* ``swa-stale-window``: on a model with a sliding-window KV cache group (the hybrid-SWA model), the last block
+  of the window that the hit restores is another cached block's KV, while the full-attention group's blocks are
+  the hit's own (a window page evicted and its slot reused while the prefix still counts it as cached).
 
 The scheduler-side bugs wrap ``KVCacheManager.get_computed_blocks`` (vLLM 0.32's align-mode hybrid cache:
 one list of blocks per cache group, the mamba group's list ``[null] * i + [state block]``); the worker-side one
@@ -24,7 +27,7 @@ import os
 import sys
 from typing import Any
 
-BUGS = ("other-state", "conv-shift", "stale-kv")
+BUGS = ("other-state", "conv-shift", "stale-kv", "swa-stale-window")
 
 
 def register() -> None:
@@ -47,26 +50,32 @@ def _live() -> str:
 
 
 def _swap_hit_block() -> None:
-    """On a hit, the last block of each mamba group (``other-state``) or of each attention group (``stale-kv``)
-    is replaced by another cached block of the same group."""
+    """On a hit, the last block of each mamba group (``other-state``), of each attention group (``stale-kv``) or
+    of each sliding-window group (``swa-stale-window``) is replaced by another cached block of the same group."""
     from vllm.v1.core.kv_cache_manager import KVCacheManager
     from vllm.v1.core.kv_cache_utils import get_group_id
-    from vllm.v1.core.single_type_kv_cache_manager import MambaManager
+    from vllm.v1.core.single_type_kv_cache_manager import MambaManager, SlidingWindowManager
 
     original = KVCacheManager.get_computed_blocks
 
     def get_computed_blocks(self: Any, request: Any) -> Any:
         blocks, hit, *rest = original(self, request)
         bug = _live()
-        if hit <= 0 or bug not in ("other-state", "stale-kv"):
+        if hit <= 0 or bug not in ("other-state", "stale-kv", "swa-stale-window"):
             return (blocks, hit, *rest)
-        mamba = bug == "other-state"
         managers = self.coordinator.single_type_managers
+        kinds = {"other-state": MambaManager, "swa-stale-window": SlidingWindowManager}
+
+        def targeted(manager: Any) -> bool:
+            if bug == "stale-kv":
+                return not isinstance(manager, MambaManager)
+            return isinstance(manager, kinds[bug])
+
         cached = self.block_pool.cached_block_hash_to_block._cache
         groups = []
         for gid, group in enumerate(blocks.blocks):
             group = list(group)
-            if group and isinstance(managers[gid], MambaManager) == mamba:
+            if group and targeted(managers[gid]):
                 mine = {b.block_id for b in group}
                 for key, entry in cached.items():
                     if get_group_id(key) != gid:
