@@ -40,12 +40,14 @@ def routing_top_k(info: ServerInfo) -> tuple[int | None, str]:
     flag = raw.get("enable_return_routed_experts")
     if raw.get("prefix_cache_rules") == "vllm":
         # vLLM 0.32 returns them per choice (base64 of an .npy [tokens, layers, top_k]) only with
-        # --enable-return-routed-experts under its V2 model runner; the vLLM client does not read that field.
+        # --enable-return-routed-experts under its Model Runner V2, which needs Triton: its CPU build refuses to
+        # start with both ("Model Runner V2 requires Triton"), so the client has no answer of vLLM's to read.
         return None, (
             "precisionbot's vLLM client does not read routed experts: vLLM 0.32 returns them only with "
-            "--enable-return-routed-experts and VLLM_USE_V2_MODEL_RUNNER=1, as a base64 .npy per choice, which the "
-            "client does not parse yet (SGLang with --enable-return-routed-experts and the builtin engine with "
-            "--model-preset hybrid-moe are judged)"
+            "--enable-return-routed-experts under Model Runner V2 (VLLM_USE_V2_MODEL_RUNNER=1), which needs Triton "
+            "(its CPU build refuses to start so: 'Model Runner V2 requires Triton'), so there was no answer to "
+            "parse; SGLang with --enable-return-routed-experts and the builtin engine with --model-preset "
+            "hybrid-moe are judged"
         )
     if flag is None:
         return None, (
