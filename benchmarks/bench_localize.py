@@ -1,7 +1,7 @@
 """``precisionbot localize`` on every op-level fault of the builtin engine: the module it names, the time and
 the disk the dumps took. Prints a Markdown table; exits 1 when a fault is named wrongly.
 
-    .venv/bin/python benchmarks/bench_localize.py [--out DIR]
+    .venv/bin/python benchmarks/bench_localize.py [--out DIR] [--paths spec-decode,...]
 
 Each row is one ``precisionbot localize --engine builtin`` run (in-process; the engine starts and stops each
 time, torch already loaded). The expected module is where the fault lives (docs/builtin-engine.md).
@@ -30,20 +30,25 @@ ROWS = [
         f.expected,
     )
     for f in OP_FAULTS
-] + [("decode", "", [], None)]
-"""Every op-level fault of the catalogue (the module it lives in), then the clean engine (no module)."""
+] + [("decode", "", [], None), ("spec-decode", "", [], None)]
+"""Every op-level fault of the catalogue (the module it lives in), then the clean engine (no module) on the
+decode path and on the spec-decode path (the plain and spec arms of the clean engine)."""
 
 
 def main_() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    parser.add_argument("--paths", default=None, help="only these comma-separated paths (default: every path)")
     args = parser.parse_args()
+    paths = None if args.paths is None else set(args.paths.split(","))
     root = args.out or Path(tempfile.mkdtemp(prefix="bench-localize-"))
     print("| fault | path | module named | expected | time s | dumps MB |")
     print("| --- | --- | --- | --- | ---: | ---: |")
     wrong = 0
     for path, fault, extra, expected in ROWS:
-        out = root / (fault or "clean")
+        if paths is not None and path not in paths:
+            continue
+        out = root / (fault or f"clean-{path}")
         argv = ["localize", "--engine", "builtin", "--path", path, "--out", str(out), *extra]
         if fault:
             argv += ["--fault", fault]

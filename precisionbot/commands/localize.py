@@ -8,6 +8,7 @@ dump silently empty or misleading) or a setup error. torch is imported inside th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
-from precisionbot.builtin.options import FAULT_NAMES, EngineOptions, parse_fault
+from precisionbot.builtin.options import FAULT_NAMES, SPEC_FAULTS, EngineOptions, parse_fault
 from precisionbot.commands.engine_option import URL_KINDS, add_engine_url_flag, engine_mode
 from precisionbot.config import load_config_or_default
 from precisionbot.errors import ConfigError
@@ -27,7 +28,14 @@ if TYPE_CHECKING:
     from precisionbot.localize.run import Outcome
 
 DEFAULT_OUT = "precisionbot-localize"
-PATHS = ("decode", "prefill-cache-hit", "decode-cache-hit", "golden")
+PATHS = ("decode", "prefill-cache-hit", "decode-cache-hit", "golden", "spec-decode")
+SPEC_URL_REFUSAL = (
+    "--path spec-decode runs on the builtin engine only (--engine builtin): it keeps a speculative arm's rows of "
+    "the tokens it emitted by the builtin engine's dump conventions (one request per forward, seq_lens the "
+    "request's length after it, the draft model's forwards not dumped), which are not established for SGLang's or "
+    "vLLM's speculative workers (their draft forwards and verify batches), so a server pair could be lined up "
+    "wrongly; localize the spec_decode failure's fault on the builtin engine, or the plain path on the server"
+)
 
 
 def register(subparsers: Any) -> None:
@@ -58,7 +66,8 @@ def register(subparsers: Any) -> None:
         choices=PATHS,
         default="decode",
         help="decode (default): decode steps vs a fresh prefill; prefill-cache-hit / decode-cache-hit: a prefix-cache "
-        "hit vs a fresh prefill; golden: the PR build vs the baseline build on the same tokens",
+        "hit vs a fresh prefill; golden: the PR build vs the baseline build on the same tokens; spec-decode: the "
+        "speculative arm's verify vs the plain arm's decode on the same prompt (--engine builtin)",
     )
     p.add_argument(
         "--fault",
@@ -100,6 +109,19 @@ def _builtin_options(args: argparse.Namespace, faults: tuple[str, ...]) -> Engin
     )
 
 
+def spec_arms(options: EngineOptions) -> tuple[EngineOptions, EngineOptions]:
+    """(plain, spec) arms of ``options``, as the ``spec_decode`` check launches them: the plain arm without
+    speculation and without the spec faults, the spec arm with the options' algorithm (or the one a spec fault
+    needs), else NGRAM."""
+    from precisionbot.checks.spec_decode import DEFAULT_ALGORITHM
+
+    kept = tuple(f for f in options.faults if f.name not in SPEC_FAULTS)
+    plain = dataclasses.replace(options, speculative_algorithm=None, faults=kept)
+    if options.spec_algorithm is not None:
+        return plain, options
+    return plain, dataclasses.replace(options, speculative_algorithm=DEFAULT_ALGORITHM)
+
+
 def path_options(path: str, faults: Sequence[str], kwargs: Mapping[str, Any]) -> EngineOptions:
     """The builtin engine's options for localizing on ``path``."""
     if path != "golden":
@@ -111,8 +133,9 @@ def path_options(path: str, faults: Sequence[str], kwargs: Mapping[str, Any]) ->
 
 @contextmanager
 def builtin_engines(target: EngineOptions, baseline: EngineOptions | None, out: Path) -> Iterator[_Engines]:
-    """The builtin engine with the dumper on (and, for golden, a clean baseline build beside it), served on
-    free ports with every setting the guards require; dumps go to ``out/dumps``."""
+    """The builtin engine with the dumper on (and, for golden, a clean baseline build beside it; for spec-decode,
+    the plain arm beside the spec arm), served on free ports with every setting the guards require; dumps go to
+    ``out/dumps``."""
     from precisionbot.builtin.dumper_config import DumperConfig, RuntimeFlags
     from precisionbot.builtin.server import BuiltinServer
 
@@ -131,6 +154,8 @@ def localize_builtin_fault(fault: str, path: str, prompt_tokens: int, max_new_to
 
     target = path_options(path, (fault,), flags)
     baseline = path_options(path, (), flags) if path == "golden" else None
+    if path == "spec-decode":
+        baseline, target = spec_arms(target)
     started = time.monotonic()
     with builtin_engines(target, baseline, out) as engines:
         return localize_engines(engines.target, engines.baseline, Settings(path, prompt_tokens, max_new_tokens), out,
@@ -144,12 +169,17 @@ def _engines(args: argparse.Namespace, out: Path) -> Iterator[_Engines]:
             raise ConfigError(
                 "--path golden with --engine builtin compares a faulted build with a clean one: add --fault"
             )
+        target = _builtin_options(args, tuple(args.fault))
         baseline = _builtin_options(args, ()) if args.path == "golden" else None
-        with builtin_engines(_builtin_options(args, tuple(args.fault)), baseline, out) as engines:
+        if args.path == "spec-decode":
+            baseline, target = spec_arms(target)
+        with builtin_engines(target, baseline, out) as engines:
             yield engines
         return
     if args.fault:
         raise ConfigError("--fault is for the builtin engine; add --engine builtin")
+    if args.path == "spec-decode":
+        raise ConfigError(SPEC_URL_REFUSAL)
     if args.engine == "launch":
         yield from _launched(args, out)
         return

@@ -9,6 +9,9 @@ path reproduces is localized on its own failing sample (``localize.failing``), a
   (``localize.stored``); in merge-base mode the merge base is recorded the same way on the same runner. The
   job dumps the PR build prefilling the stored sample's tokens and localizes against them. A run without
   them, or whose tokens or format do not match, is a refusal that names what differs, never a wrong op.
+* ``spec_decode`` is localized only when its target logprobs moved (``stats.caught_by``): the failing
+  sample's prompt decoded by deterministic twins of both arms, the spec arm's verify against the plain arm's
+  decode. A failure on acceptance, the tokens or the sampled path alone moved no logprob: nothing is localized.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from typing import Any
 
 from precisionbot.baselines import find_run, load_arrays, load_golden
 from precisionbot.config import Config
-from precisionbot.errors import PrecisionbotError, StoreError
+from precisionbot.errors import ConfigError, PrecisionbotError, StoreError
 from precisionbot.localize import stored
-from precisionbot.localize.failing import CHECK_PATHS, failing_sample
+from precisionbot.localize.failing import CHECK_PATHS, failing_sample, localizable
 from precisionbot.localize.run import Settings, localize_engines
 from precisionbot.results import CheckResult, RunResult, SampleTokens, Verdict
 
@@ -41,7 +44,7 @@ def localize_failures(
     """``result`` with ``extra.localization``: one record per failing check localized (none failed: unchanged)."""
     records = []
     for check in result.checks:
-        if check.verdict is not Verdict.FAIL or check.name not in CHECK_PATHS:
+        if check.verdict is not Verdict.FAIL or not localizable(check):
             continue
         record: dict[str, Any] = {"check": check.name}
         where = out / "localize" / check.name
@@ -49,6 +52,8 @@ def localize_failures(
         try:
             if check.name == "golden":
                 record |= _golden(check, engine, config, store, where)
+            elif check.name == "spec_decode":
+                record |= _spec(check, samples.get(check.name) or {}, engine, config, where)
             else:
                 record |= _helper(check, samples.get(check.name) or {}, engine, config, where)
         except PrecisionbotError as exc:
@@ -71,17 +76,24 @@ def module_capture(engine: Any, config: Config, workdir: Path) -> Any:
     return baseline_modules(engine, config.localize, workdir)
 
 
-def _helper(
-    check: CheckResult, samples: Mapping[int, SampleTokens], engine: Any, config: Config, out: Path
-) -> dict[str, Any]:
+def _settings(
+    check: CheckResult, samples: Mapping[int, SampleTokens], config: Config
+) -> tuple[Settings, dict[str, Any]]:
+    """The check's failing sample as localize settings, and the record's fields saying which sample it is."""
     lc = config.localize
-    path = CHECK_PATHS[check.name]
     failing = failing_sample(check, samples)
-    settings = Settings(path, lc.prompt_tokens, lc.max_new_tokens, 24, lc.disk_floor_gib,
+    settings = Settings(CHECK_PATHS[check.name], lc.prompt_tokens, lc.max_new_tokens, 24, lc.disk_floor_gib,
                         sample=None if failing is None else failing.tokens)  # fmt: skip
     record: dict[str, Any] = {} if failing is None else failing.to_dict()
     if failing is None:
         record["sample"] = "a prompt of the built-in text (the check's samples' tokens are not known)"
+    return settings, record
+
+
+def _helper(
+    check: CheckResult, samples: Mapping[int, SampleTokens], engine: Any, config: Config, out: Path
+) -> dict[str, Any]:
+    settings, record = _settings(check, samples, config)
     deterministic = engine.server_info().raw.get("enable_deterministic_inference") is True
     if deterministic or engine.kind != "builtin" or getattr(engine, "options", None) is None:
         # A running engine without deterministic numerics is refused by name (localize.guards).
@@ -94,6 +106,30 @@ def _helper(
         found = localize_engines(engines.target, None, settings, out, started).summary
     record["engine"] = (
         "a deterministic twin of the builtin engine (same model and faults; the run's has production numerics)"
+    )
+    return record | found
+
+
+def _spec(
+    check: CheckResult, samples: Mapping[int, SampleTokens], engine: Any, config: Config, out: Path
+) -> dict[str, Any]:
+    """``spec_decode``'s target logprobs moved: the failing sample's prompt decoded by both arms, as the check
+    launched them (``spec_arms``), with deterministic numerics and the dumper on: the spec arm's verify against
+    the plain arm's decode. Arms at URLs (``--spec-engine-url``) are refused (``SPEC_URL_REFUSAL``)."""
+    from precisionbot.builtin.options import EngineOptions
+    from precisionbot.commands.localize import SPEC_URL_REFUSAL, builtin_engines, spec_arms
+
+    options = getattr(engine, "options", None)
+    if engine.kind != "builtin" or not isinstance(options, EngineOptions):
+        raise ConfigError(SPEC_URL_REFUSAL.replace("--path spec-decode", "spec_decode's localization"))
+    settings, record = _settings(check, samples, config)
+    plain, spec = (dataclasses.replace(o, enable_deterministic_inference=True) for o in spec_arms(options))
+    started = time.monotonic()
+    with builtin_engines(spec, plain, out) as engines:
+        found = localize_engines(engines.target, engines.baseline, settings, out, started).summary
+    record["engine"] = (
+        "deterministic twins of the check's two arms (same model and faults; the spec arm's verify against the plain "
+        "arm's decode)"
     )
     return record | found
 

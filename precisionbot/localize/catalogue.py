@@ -6,6 +6,13 @@ helper's path for a decode- or cache-only bug) at the smallest sizes that show i
 prompt past the 64-token recurrent checkpoint, ``swa-decode-window`` a generation past the 256-key window,
 ``chunk-boundary`` a prompt past a prefill chunk (the engine's chunk is set to 64 for it, so a 96-token prompt
 shows the bug without a 512-token text).
+
+The spec faults that change the target's forward are localized on ``spec-decode`` (the spec arm's verify
+against the plain arm's decode): a verify's RoPE positions (``positions``), rejected drafts' KV put back
+(the first attention layer reading it) and an unrestored recurrent state. The others change no module's
+numbers and have no op to name: ``spec-bonus-logprob`` rewrites a reported logprob after the forward,
+``spec-accept-loose`` / ``spec-greedy-at-temperature`` change which token is accepted, and
+``spec-draft-degraded`` only the drafts; ``localize --path spec-decode`` names none for them.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass
 class OpFault:
     fault: str
     path: str
-    """``localize --path``: golden, decode, prefill-cache-hit or decode-cache-hit."""
+    """``localize --path``: golden, decode, prefill-cache-hit, decode-cache-hit or spec-decode."""
     expected: str
     """The module that must be named (docs/builtin-engine.md's fault table says where each fault lives)."""
     prompt_tokens: int = 96
@@ -50,6 +57,9 @@ OP_FAULTS: tuple[OpFault, ...] = (
     OpFault("cache-decode-kv-rounded", "decode-cache-hit", "model.layers.0.self_attn", prompt_tokens=120,
             max_new_tokens=24),
     OpFault("chunk-boundary", "golden", "positions", engine=(("chunked_prefill_size", 64),)),
+    OpFault("spec-verify-offbyone", "spec-decode", "positions"),
+    OpFault("spec-kv-rollback", "spec-decode", "model.layers.0.self_attn"),
+    OpFault("spec-state-rollback", "spec-decode", "model.layers.1.linear_attn", hybrid_only=True),
 )  # fmt: skip
 
 

@@ -60,6 +60,9 @@ class StepDump:
     ``inputs.0`` and ``output``) -> value, first dimension one row per position."""
     order: Mapping[str, int]
     """Tensor name -> its ``dump_index`` (the order the dumper wrote them)."""
+    seq_lens: tuple[int, ...] = ()
+    """Each request's length after this forward (the ``seq_lens`` core field; empty where not dumped): where its
+    rows really sit, whatever positions a RoPE bug reports (the spec-decode path lines rows up by it)."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 A file is ``step=S___rank=R___dump_index=I___name=N___...___layer_id=L.pt`` holding
 ``{"value": tensor, "meta": {...}}``. Module tensors are named ``non_intrusive__<module>.inputs.<i>`` /
-``.output``; the forward batch's ``positions`` and ``input_ids`` give each row's place in its sequence.
+``.output``; the forward batch's ``positions`` and ``input_ids`` give each row's place in its sequence,
+``seq_lens`` each request's length after the forward.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def read_capture(folder: Path, label: str) -> Capture:
     for step in sorted(files):
         positions: tuple[int, ...] | None = None
         input_ids: tuple[int, ...] = ()
+        seq_lens: tuple[int, ...] = ()
         tensors: dict[str, torch.Tensor] = {}
         order: dict[str, int] = {}
         for index, name, path in sorted(files[step]):
@@ -63,6 +65,10 @@ def read_capture(folder: Path, label: str) -> Capture:
                 positions = tuple(int(v) for v in _load(path).reshape(-1).tolist())
             elif name == "input_ids":
                 input_ids = tuple(int(v) for v in _load(path).reshape(-1).tolist())
+            elif name == "seq_lens":
+                value = _load(path)
+                if isinstance(value, torch.Tensor):
+                    seq_lens = tuple(int(v) for v in value.reshape(-1).tolist())
             elif name.startswith(NAME_PREFIX):
                 short = name[len(NAME_PREFIX) :]
                 try:
@@ -73,7 +79,7 @@ def read_capture(folder: Path, label: str) -> Capture:
                 if isinstance(value, torch.Tensor):
                     tensors[short], order[short] = value, index
         if positions is not None:
-            steps.append(StepDump(step, positions, input_ids, tensors, order))
+            steps.append(StepDump(step, positions, input_ids, tensors, order, seq_lens))
     return Capture(label, tuple(steps))
 
 

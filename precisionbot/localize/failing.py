@@ -20,8 +20,25 @@ CHECK_PATHS = {
     "prefill_cache_hit": "prefill-cache-hit",
     "decode_cache_hit": "decode-cache-hit",
     "golden": "golden",
+    "spec_decode": "spec-decode",
 }
 """The capture path (``localize --path``) that reproduces each check's two paths."""
+
+NUMERIC_PARTS = {"spec_decode": "target logprobs"}
+"""For a check of several parts, the part whose failure is a numerics divergence (result ``stats.caught_by``):
+``spec_decode`` failing on acceptance, the tokens or the sampled path alone moved no logprob of the target,
+so there is no op to name."""
+
+
+def localizable(check: CheckResult) -> bool:
+    """Whether a failed ``check`` is one a capture path localizes: it has a path and, where it has parts, the
+    numeric one is among those that caught it."""
+    if check.name not in CHECK_PATHS:
+        return False
+    part = NUMERIC_PARTS.get(check.name)
+    caught = check.stats.get("caught_by")
+    return part is None or (isinstance(caught, list | tuple) and part in caught)
+
 
 ONSET_WINDOW = 8
 """Positions re-run past the focus."""
@@ -46,7 +63,7 @@ class FailingSample:
 def failing_sample(check: CheckResult, samples: Mapping[int, SampleTokens]) -> FailingSample | None:
     """The sample to localize for a failed ``check``; None for a check no path reproduces or without samples."""
     path = CHECK_PATHS.get(check.name)
-    if path is None or not samples:
+    if path is None or not samples or not localizable(check):
         return None
     worst = next((w for w in check.worst if w.sample in samples), None)
     sample = worst.sample if worst is not None else min(samples)

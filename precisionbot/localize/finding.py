@@ -32,18 +32,28 @@ def module_kind(module: str, layer_types: Sequence[str] | None) -> str:
 
 
 def where(position: int, path: str, prompt_tokens: int) -> str:
-    """``decode step 3`` on the decode path (step k consumes position prompt + k - 1), else ``position N``."""
+    """``decode step 3`` on the decode path (step k consumes position prompt + k - 1), else ``position N``; on
+    the spec-decode path the position's token came from a verify on the spec arm and a decode step on the
+    plain one."""
     if path == "decode" and position >= prompt_tokens:
         return f"decode step {position - prompt_tokens + 1} (position {position})"
+    if path == "spec-decode" and position >= prompt_tokens:
+        return f"decode step {position - prompt_tokens + 1} (position {position}, verified by the spec arm)"
     return f"position {position}"
 
 
 def first_line(loc: Localization, path: str, prompt_tokens: int, layer_types: Sequence[str] | None) -> str:
     if loc.first is None or loc.position is None:
-        return (
+        line = (
             f"first diverging op: none: all {len(loc.aligned_positions)} aligned positions are bit-identical in every "
             f"one of {len(loc.modules)} modules ({loc.hook_hits[1]} module outputs read per side)"
         )
+        if path == "spec-decode":
+            line += (
+                "; the target's forward agrees on every token both arms emitted, so what moved is outside it (the "
+                "logprobs or tokens the spec arm reports, or its acceptance)"
+            )
+        return line
     kind = module_kind(loc.first.module, layer_types)
     return (
         f"first diverging op: {loc.first.module} ({kind}) at {where(loc.position, path, prompt_tokens)}: "

@@ -57,7 +57,8 @@ def localize_engines(
     runs into ``out/dumps``, localizes, and writes ``out/comparison.jsonl`` and ``out/localization.json``.
     ``kind``: the engines' kind (``engine.kind``), whose client generates and flushes. ``stored``: for the
     golden path without a baseline engine, the baseline build's capture of ``settings.sample``'s tokens, as
-    ``baseline record`` stored it."""
+    ``baseline record`` stored it. For ``spec-decode`` ``target_url`` is the speculative arm and
+    ``baseline_url`` the plain one (both need deterministic numerics)."""
     started = time.monotonic() if started is None else started
     clients = {"target": client(kind, target_url)}
     if baseline_url:
@@ -117,6 +118,8 @@ def _capture_text(
     suffix = ids[settings.prompt_tokens : need]
     if settings.path == "decode":
         return session.capture_decode(rec, target, prompt, settings.max_new_tokens)
+    if settings.path == "spec-decode":
+        return session.capture_spec(rec, drivers["baseline"], target, prompt, settings.max_new_tokens)
     if settings.path == "golden":
         base = drivers["baseline"]
         base.engine.flush_cache()
@@ -135,12 +138,15 @@ def _capture_sample(
 ) -> session.Captures:
     """The path's two runs on a failing check's sample, set up as the check ran it: ``decode`` re-decodes the
     prompt; ``prefill-cache-hit`` caches the prompt and sends the whole sample; ``decode-cache-hit`` decodes
-    turn 1 into the cache and sends turn 2; ``golden`` prefills the sample on both builds (or on the PR build
+    turn 1 into the cache and sends turn 2; ``spec-decode`` decodes the prompt on both arms (the plain one
+    is ``baseline``); ``golden`` prefills the sample on both builds (or on the PR build
     against the stored capture)."""
     target = drivers["target"]
     tokens, start = list(sample.tokens), sample.scored_from
     if path == "decode":
         return session.capture_decode(rec, target, tokens[:start], len(tokens) - start)
+    if path == "spec-decode":
+        return session.capture_spec(rec, drivers["baseline"], target, tokens[:start], len(tokens) - start)
     if path == "prefill-cache-hit":
         return session.capture_cache_hit(rec, target, tokens[:start], tokens[start:], 0)
     if path == "decode-cache-hit":

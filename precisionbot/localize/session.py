@@ -10,7 +10,9 @@ Paths (each a pair of captures that must agree row for row, line by line in core
 * ``decode``: the prompt's decode steps against one fresh prefill of the same tokens (the helpers' ``match``);
 * ``prefill-cache-hit`` / ``decode-cache-hit``: a request that resumes from the prefix cache (a cached prompt,
   or a prompt plus its cached decoded tokens) against a fresh prefill of the same tokens;
-* ``golden``: the same tokens prefilled by the baseline build and by the PR build.
+* ``golden``: the same tokens prefilled by the baseline build and by the PR build;
+* ``spec-decode``: the same prompt decoded by the plain arm and by the speculative arm (two engines of one
+  build), each arm's rows of the tokens it emitted lined up by position (``localize.spec``).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from precisionbot.engines.base import GenerateRequest
 from precisionbot.errors import EngineError
 from precisionbot.localize.core import Capture, LocalizationError
 from precisionbot.localize.dumps import read_capture
+from precisionbot.localize.spec import common_length, emitted_rows
 
-PATHS = ("decode", "prefill-cache-hit", "decode-cache-hit", "golden")
+PATHS = ("decode", "prefill-cache-hit", "decode-cache-hit", "golden", "spec-decode")
 WATCH_INTERVAL_S = 0.05
 
 
@@ -216,6 +219,33 @@ def capture_golden(rec: Recorder, baseline: DumperDriver, target: DumperDriver, 
         tuple(range(len(tokens))),
         len(tokens),
         tuple(tokens),
+    )
+
+
+def capture_spec(
+    rec: Recorder, plain: DumperDriver, spec: DumperDriver, prompt: Sequence[int], new_tokens: int
+) -> Captures:
+    """The same prompt decoded greedily by the plain arm and by the spec arm, compared on the positions whose
+    tokens both consumed alike: each arm's rows of the tokens it emitted (``localize.spec``), up to the first
+    token where the arms' outputs part (past it the rows consume different tokens, and the row before it is
+    the one whose numbers chose differently)."""
+    if new_tokens < 2:
+        raise LocalizationError("--max-new-tokens must be >= 2: the first verify consumes the second new token")
+    outputs = {}
+    for driver, name in ((plain, "plain"), (spec, "spec")):
+        driver.engine.flush_cache()
+        with rec.dumping(driver, name):
+            outputs[name], _ = driver.generate(prompt, new_tokens)
+    sequences = {name: list(prompt) + out for name, out in outputs.items()}
+    # The last token is consumed by no forward; past the first differing token the arms consume different ones.
+    n = min(common_length(sequences["plain"], sequences["spec"]), len(prompt) + new_tokens - 1)
+    consumed = sequences["plain"][:n]
+    return Captures(
+        emitted_rows(rec.read("plain", "plain decode"), consumed),
+        emitted_rows(rec.read("spec", "speculative decode"), consumed),
+        tuple(range(n)),
+        len(prompt),
+        tuple(consumed),
     )
 
 
