@@ -29,6 +29,8 @@ from precisionbot.baselines.produce import (
 from precisionbot.baselines.record import RunMeta, new_run_id, now_utc
 from precisionbot.baselines.routing_record import ROUTING_KEY, capture_routing, golden_sequences
 from precisionbot.baselines.signature import Signature
+from precisionbot.baselines.spec_acceptance import KEY as ACCEPTANCE_KEY
+from precisionbot.baselines.spec_acceptance import AcceptanceReruns
 from precisionbot.baselines.store import Store
 from precisionbot.config import Config, GoldenOptions, ModelConfig
 from precisionbot.corpus import Document
@@ -107,13 +109,15 @@ def record_golden(
     producer: str = "default",
     engine_commit: str | None = None,
     helpers: HelperRuns | None = None,
+    acceptance: AcceptanceReruns | None = None,
     fingerprint: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
     progress: RequestProgress | None = None,
     modules: ModuleCapture | None = None,
 ) -> RunMeta:
     """Run the golden corpus and store it as a new run record (never overwrites anything), with ``helpers``
-    (main's helper reruns) in the same record when given. ``fingerprint`` defaults to this host's and the
+    (main's helper reruns) and ``acceptance`` (main's spec-decoding acceptance reruns, in the meta) in the same
+    record when given. ``fingerprint`` defaults to this host's and the
     engine's (``gather_fingerprint``); ``extra`` adds JSON keys to the meta (an acceptance's audit record);
     ``progress`` hears of each finished request; ``modules`` captures the baseline build's module tensors on
     the recorded samples (``localize:``), stored as ``modules.npz`` with their manifest as ``extra.modules``."""
@@ -139,10 +143,12 @@ def record_golden(
             "margin_p50": float(np.median(margins)),
             "frac_margin_under_0.5": float(np.mean(margins < 0.5)),
             **({"helpers": helpers.summary()} if helpers is not None and helpers.helpers else {}),
+            **({ACCEPTANCE_KEY: acceptance.summary()} if acceptance is not None else {}),
         },
         extra={
             "golden": {"samples": [s.to_dict() for s in record.samples], "decode_steps": target.options.decode_steps},
             **({"helpers": helpers.to_extra()} if helpers is not None and helpers.helpers else {}),
+            **({ACCEPTANCE_KEY: acceptance.to_extra()} if acceptance is not None else {}),
             **({MODULES_KEY: module_manifest} if module_manifest is not None else {}),
             **({ROUTING_KEY: routing.to_extra()} if routing is not None else {}),
             **(extra or {}),

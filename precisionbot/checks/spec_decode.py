@@ -17,8 +17,10 @@ that differ only in the speculative launch option, and says which part caught wh
   differ by the same prefill/decode kernels ``match`` measures);
 * **acceptance**: mean accepted length (tokens per verify, the bonus included, vLLM's ``1 + accepted /
   drafts``) and acceptance rate, from the spec arm's ``/server_info`` counters over this run. Main's figure
-  is the reference: on the builtin engine the clean engine's (the stand-in for the stored baseline that a
-  real engine's main records). A fall beyond ``ACCEPT_REL_TOL`` (vLLM's default) with the other parts passing
+  is the reference: main's reruns stored with the golden baseline of the run's signature when ``baseline
+  record`` kept them at the same sizes and speculation (``checks.spec_main``), else, on the builtin engine,
+  the clean engine's spec arm measured here. A fall below ``scoring.spec_rules.acceptance_floor`` (the larger
+  of ``ACCEPT_REL_TOL``, vLLM's default, and what main's reruns' spread allows) with the other parts passing
   is a draft regression, not a precision bug, and the finding says so;
 * **sampled path**: at ``SAMPLED_TEMPERATURE``, ``SAMPLED_DRAWS`` seeded draws of ``SAMPLED_NEW_TOKENS``
   tokens on ``SAMPLED_PROMPTS`` short prompts (a snippet and the model's greedy continuation, so drafts exist
@@ -31,8 +33,9 @@ that differ only in the speculative launch option, and says which part caught wh
 Arms: the builtin engine launches the arm it is not (its options with or without ``speculative_algorithm``;
 spec faults live only on the spec arm). An engine at a URL is one launch (speculation is fixed at launch): with
 ``engine.spec_url`` (``--spec-engine-url``) naming the same build started with speculation, the two servers are
-the arms, and acceptance is read from the spec server (vLLM's ``/metrics`` counters) and reported, not judged
-(there is no figure of main's for the pair); without it the check is INCONCLUSIVE with the reason.
+the arms, and acceptance is read from the spec server (vLLM's ``/metrics`` counters) and judged against main's
+stored reruns when there are some, else reported, not judged, with the reason why; without it the check is
+INCONCLUSIVE with the reason.
 """
 
 from __future__ import annotations
@@ -48,13 +51,14 @@ import numpy as np
 
 from precisionbot.builtin.options import SPEC_FAULTS, EngineOptions
 from precisionbot.checks.context import CheckContext
+from precisionbot.checks.spec_main import SKIPPED_SHOWN, stored_main
 from precisionbot.engines.base import Engine, GenerateRequest, Generation
 from precisionbot.engines.builtin import BuiltinEngine
 from precisionbot.errors import EngineError
 from precisionbot.fmt import plain
-from precisionbot.results import CheckOutput, CheckResult, Verdict
+from precisionbot.results import CheckOutput, CheckResult, SampleTokens, Verdict
 from precisionbot.scoring.k3 import AlignedSample, compare
-from precisionbot.scoring.spec_rules import ACCEPT_REL_TOL, SAMPLED_ALPHA, acceptance_fell
+from precisionbot.scoring.spec_rules import SAMPLED_ALPHA, Acceptance, MainAcceptance
 
 NAME = "spec_decode"
 DEFAULT_ALGORITHM = "NGRAM"
@@ -72,22 +76,6 @@ MIN_EXPECTED = 5.0
 """Bins expecting fewer draws are merged into the rest (the chi-square approximation needs about five)."""
 MIN_GROUP = 20
 """Contexts drawn fewer times are left out of the test."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Acceptance:
-    verify_steps: int
-    drafts: int
-    accepted: int
-
-    @property
-    def mean_length(self) -> float:
-        """Tokens per verify, the bonus included."""
-        return 1.0 + self.accepted / self.verify_steps if self.verify_steps else 1.0
-
-    @property
-    def rate(self) -> float:
-        return self.accepted / self.drafts if self.drafts else 0.0
 
 
 def _counters(engine: Engine) -> tuple[int, int, int]:
@@ -136,7 +124,9 @@ def arm_options(engine: Engine) -> tuple[EngineOptions, EngineOptions] | str:
 
 
 @contextlib.contextmanager
-def _engine(ctx_engine: Engine, options: EngineOptions) -> Iterator[Engine]:
+def launched_arm(ctx_engine: Engine, options: EngineOptions) -> Iterator[Engine]:
+    """The builtin engine with ``options``: ``ctx_engine`` itself when it has them, else one launched here and
+    closed on exit."""
     if getattr(ctx_engine, "options", None) == options:
         yield ctx_engine
         return
@@ -234,7 +224,10 @@ def sampled_path(spec: Engine, plain_arm: Engine, prompts: Sequence[tuple[int, .
         for i, p in enumerate(short)
         for d in range(SAMPLED_DRAWS)
     ]
-    gens = spec.generate(requests)
+    # The counters say whether speculation took part at all: with no draft proposed (an n-gram proposer finding
+    # no match in these short contexts) every draw is a plain sample, and the test judges the sampler, not the
+    # verification (measured on vLLM's CPU build with a tiny random model: the same tokens as the plain arm).
+    gens, acceptance = measure_acceptance(spec, requests)
     draws: dict[tuple[int, ...], Counter[int]] = defaultdict(Counter)
     for r, g in zip(requests, gens, strict=True):
         if len(g.output_ids) >= 2:
@@ -259,6 +252,8 @@ def sampled_path(spec: Engine, plain_arm: Engine, prompts: Sequence[tuple[int, .
         "df": df,
         "p_value": p,
         "alpha": SAMPLED_ALPHA,
+        "verify_steps": acceptance.verify_steps,
+        "drafts": acceptance.drafts,
     }
 
 
@@ -313,11 +308,16 @@ def judge(
     logprob_out: CheckOutput,
     tokens: dict[str, Any],
     acceptance: Acceptance,
-    main_acceptance: Acceptance | None,
+    main_acceptance: MainAcceptance | Acceptance | None,
     sampled: dict[str, Any],
+    *,
+    acceptance_note: str | None = None,
 ) -> CheckOutput:
     """One verdict from the four parts; every failed part is a reason that names it, and ``caught_by`` lists
-    them (the diagnosis reads it)."""
+    them (the diagnosis reads it). ``main_acceptance``: main's figure (an ``Acceptance`` is one measured in
+    the check), None when there is none to judge against; ``acceptance_note``: a last reason saying where
+    main's figure came from or why there is none."""
+    main = MainAcceptance.measured(main_acceptance) if isinstance(main_acceptance, Acceptance) else main_acceptance
     result = logprob_out.result
     reasons: list[str] = []
     caught: list[str] = []
@@ -337,14 +337,12 @@ def judge(
             f"arm where its top-2 margin exceeds {plain(tokens['tie_bound_nats'])} nats (not a near tie)"
         )
     precision_ok = not caught
-    main_len = None if main_acceptance is None else main_acceptance.mean_length
-    if main_acceptance is not None and acceptance_fell(acceptance.mean_length, main_acceptance.mean_length):
+    if main is not None and main.fell(acceptance.mean_length):
         caught.append("acceptance")
         what = "outputs unchanged: a draft regression, not a precision bug" if precision_ok else "outputs changed too"
         reasons.append(
-            f"acceptance: acceptance fell {main_acceptance.mean_length:.2f} → {acceptance.mean_length:.2f} tokens "
-            f"per verify (rate {main_acceptance.rate:.2f} → {acceptance.rate:.2f}; more than "
-            f"{100 * ACCEPT_REL_TOL:g} % below main), {what}"
+            f"acceptance: acceptance fell {main.length:.2f} → {acceptance.mean_length:.2f} tokens "
+            f"per verify (rate {main.rate:.2f} → {acceptance.rate:.2f}; {main.tolerance_text()}), {what}"
         )
     if not sampled["p_value"] >= sampled["alpha"]:
         caught.append("sampled path")
@@ -353,8 +351,18 @@ def judge(
             f"{sampled['temperature']:g} (G = {sampled['g']:.1f} on {sampled['df']} df, p = {sampled['p_value']:.2g} "
             f"< alpha {sampled['alpha']:g}, {sampled['draws']} draws over {sampled['contexts']} contexts)"
         )
+    # What the sampled path could not judge, said whether or not the check passed (a p of 1 alone reads as a
+    # clean verification).
+    sampled_notes = []
     if not sampled["df"]:
-        reasons.append("sampled path: no context was drawn often enough to test (nothing judged there)")
+        sampled_notes.append("sampled path: no context was drawn often enough to test (nothing judged there)")
+    if sampled.get("drafts") == 0:
+        sampled_notes.append(
+            f"sampled path: the spec arm drafted no token in its {sampled['draws']} draws, so no draw went through "
+            "verification (nothing of speculation judged there: longer or more repetitive contexts give the "
+            "proposer matches)"
+        )
+    reasons += sampled_notes
     stats = dict(result.stats)
     stats.update(
         arm_samples=len(tokens["onsets"]),
@@ -364,8 +372,7 @@ def judge(
         greedy_violations=tokens["greedy_violations"],
         accept_length=acceptance.mean_length,
         accept_rate=acceptance.rate,
-        main_accept_length=main_len,
-        main_accept_rate=None if main_acceptance is None else main_acceptance.rate,
+        **_main_stats(main),
         sampled_p_value=sampled["p_value"],
         caught_by=sorted(set(caught), key=caught.index),
     )
@@ -377,15 +384,41 @@ def judge(
             *(f"target logprobs: {r}" for r in result.reasons),
             f"tokens: {tokens['identical_samples']} of {len(tokens['onsets'])} samples identical, every divergence "
             "at a near tie",
-            f"acceptance: {acceptance.mean_length:.2f} tokens per verify"
-            + ("" if main_len is None else f" (main {main_len:.2f})"),
+            f"acceptance: {acceptance.mean_length:.2f} tokens per verify" + _main_words(main),
             f"sampled path: p = {sampled['p_value']:.2g} ≥ alpha {sampled['alpha']:g} ({sampled['draws']} draws)",
+            *sampled_notes,
         ]
+    if acceptance_note:
+        reasons.append(acceptance_note)
     extra = {**result.extra, "tokens": {k: v for k, v in tokens.items() if k != "onsets"}, "sampled": sampled}
+    if main is not None and main.stored:
+        extra["main_acceptance"] = {"baseline": main.baseline, "reruns": list(main.lengths), "rates": list(main.rates)}
     return dataclasses.replace(
         logprob_out,
         result=dataclasses.replace(result, verdict=verdict, reasons=tuple(reasons), stats=stats, extra=extra),
     )
+
+
+def _main_stats(main: MainAcceptance | None) -> dict[str, Any]:
+    """``main_accept_length`` / ``_rate`` (None: nothing to judge against), and the figures the comment side
+    re-derives the floor from: ``main_accept_reruns`` (one per rerun, one entry for a figure measured here)."""
+    if main is None:
+        return {"main_accept_length": None, "main_accept_rate": None}
+    return {
+        "main_accept_length": main.length,
+        "main_accept_rate": main.rate,
+        "main_accept_reruns": list(main.lengths),
+        "main_accept_floor": main.floor,
+        "main_accept_stored": main.stored,
+    }
+
+
+def _main_words(main: MainAcceptance | None) -> str:
+    if main is None:
+        return ""
+    if not main.stored:
+        return f" (main {main.length:.2f})"
+    return f" (main {main.length:.2f} over {len(main.lengths)} stored reruns; floor {main.floor:.2f})"
 
 
 def check_spec_decode(ctx: CheckContext) -> CheckOutput:
@@ -396,40 +429,56 @@ def check_spec_decode(ctx: CheckContext) -> CheckOutput:
         return CheckOutput(CheckResult.inconclusive(NAME, arms))
     plain_options, spec_options = arms
     prompts = ctx.prompts()
-    requests = [GenerateRequest(p, ctx.suite.max_new_tokens, top_logprobs_num=TOP_K) for p in prompts]
-    with _engine(ctx.engine, plain_options) as plain_arm:
+    requests = spec_requests(prompts, ctx.suite.max_new_tokens)
+    with launched_arm(ctx.engine, plain_options) as plain_arm:
         ctx.progress.phase(f"{NAME}: plain arm")
         plain_arm.flush_cache()
         plain_gens = plain_arm.generate(requests, progress=ctx.progress.advance)
-        with _engine(ctx.engine, spec_options) as spec_arm:
+        with launched_arm(ctx.engine, spec_options) as spec_arm:
             ctx.progress.phase(f"{NAME}: spec arm")
             spec_arm.flush_cache()
             spec_gens, acceptance = measure_acceptance(spec_arm, requests)
             ctx.progress.phase(f"{NAME}: sampled path")
             sampled = sampled_path(spec_arm, plain_arm, prompts)
-        main_acceptance = None
-        if spec_options.faults:
+            stored = stored_main(ctx, spec_arm)
+        note = None
+        if isinstance(stored, MainAcceptance):
+            main_acceptance: MainAcceptance | Acceptance = stored
+        elif spec_options.faults:
             # Main: the same speculation without the faults (a spec fault may be what switched it on).
             main_options = dataclasses.replace(
                 spec_options, faults=(), speculative_algorithm=spec_options.spec_algorithm
             )
             ctx.progress.phase(f"{NAME}: main's acceptance")
-            with _engine(ctx.engine, main_options) as main_arm:
+            with launched_arm(ctx.engine, main_options) as main_arm:
                 main_arm.flush_cache()
                 _, main_acceptance = measure_acceptance(main_arm, requests)
+            note = f"acceptance: main's figure is the clean engine's spec arm, run here (no stored figure: {stored})"
+        else:
+            main_acceptance = acceptance  # no spec fault: this spec arm is the clean engine's
+            note = f"acceptance: main's figure is this clean spec arm's own (no stored figure: {stored})"
     aligned, tokens = greedy_parts(plain_gens, spec_gens, prompts)
     limits = ctx.thresholds.for_check("match")
     extra = {"profile": ctx.profile, "speculative_algorithm": spec_options.spec_algorithm}
-    out = compare(NAME, aligned, limits, extra=extra)
-    return judge(out, tokens, acceptance, main_acceptance if main_acceptance is not None else acceptance, sampled)
+    # The plain arm's tokens per sample: what the job's localization re-runs on both arms (localize.failing).
+    pairs = enumerate(zip(prompts, plain_gens, strict=True))
+    samples = {i: SampleTokens(tuple(p) + g.output_ids, len(p)) for i, (p, g) in pairs}
+    out = dataclasses.replace(compare(NAME, aligned, limits, extra=extra), samples=samples)
+    judged = judge(out, tokens, acceptance, main_acceptance, sampled, acceptance_note=note)
+    return judged if isinstance(stored, MainAcceptance) else _skipped(judged, stored)
+
+
+def spec_requests(prompts: Sequence[tuple[int, ...]], max_new_tokens: int) -> list[GenerateRequest]:
+    """The greedy requests both arms serve (and main's acceptance reruns repeat, ``checks.rerun``)."""
+    return [GenerateRequest(p, max_new_tokens, top_logprobs_num=TOP_K) for p in prompts]
 
 
 def _check_two_servers(ctx: CheckContext, spec_arm: Engine) -> CheckOutput:
     """The arms as two running servers of one build: ``ctx.engine`` (plain) and ``spec_arm`` (speculative,
-    ``engine.spec_url``). Acceptance is measured and reported; with no figure of main's for this server pair it
-    is not judged, and the reasons say so."""
+    ``engine.spec_url``). Acceptance is judged against main's stored reruns when the baseline has them for this
+    run's sizes and speculation; otherwise it is measured and reported, not judged, and the reasons say why."""
     prompts = ctx.prompts()
-    requests = [GenerateRequest(p, ctx.suite.max_new_tokens, top_logprobs_num=TOP_K) for p in prompts]
+    requests = spec_requests(prompts, ctx.suite.max_new_tokens)
     ctx.progress.phase(f"{NAME}: plain arm")
     ctx.engine.flush_cache()
     plain_gens = ctx.engine.generate(requests, progress=ctx.progress.advance)
@@ -441,7 +490,19 @@ def _check_two_servers(ctx: CheckContext, spec_arm: Engine) -> CheckOutput:
     aligned, tokens = greedy_parts(plain_gens, spec_gens, prompts)
     extra = {"profile": ctx.profile, "spec_url": spec_arm.url}
     out = compare(NAME, aligned, ctx.thresholds.for_check("match"), extra=extra)
-    judged = judge(out, tokens, acceptance, None, sampled)
-    note = "acceptance: not judged (no figure of main's for this pair of servers; the mean accepted length is reported)"
-    result = judged.result
-    return dataclasses.replace(judged, result=dataclasses.replace(result, reasons=(*result.reasons, note)))
+    stored = stored_main(ctx, spec_arm)
+    if isinstance(stored, MainAcceptance):
+        return judge(out, tokens, acceptance, stored, sampled)
+    note = f"acceptance: not judged (no stored figure of main's: {stored}; the mean accepted length is reported)"
+    return _skipped(judge(out, tokens, acceptance, None, sampled, acceptance_note=note), stored)
+
+
+def _skipped(out: CheckOutput, why: str) -> CheckOutput:
+    """``extra["main_acceptance"]["skipped"]``: why main's stored acceptance was not used, with a ``brief`` (the
+    words ``check``'s stderr and the comment show) when a stored figure was set up and still did not serve:
+    recorded at other sizes, unusable, or a store that failed. No stored acceptance at all stays quiet."""
+    info = {"skipped": why}
+    if why.startswith(SKIPPED_SHOWN):
+        info["brief"] = why.split(" (")[0].split(":")[0]
+    result = out.result
+    return dataclasses.replace(out, result=dataclasses.replace(result, extra={**result.extra, "main_acceptance": info}))

@@ -8,6 +8,7 @@ Nothing is ever overwritten: re-baselining is recording a newer run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -84,8 +85,15 @@ def _register_record(sub: Any) -> None:
         "--reruns",
         type=int,
         metavar="R",
-        help="also run the consistency helpers R times and store their noise with the run "
-        "(default: baselines.helper_reruns, 8; 0 = golden only)",
+        help="also run the consistency helpers R times and store their noise with the run, and, when the PR "
+        "suite runs spec_decode, main's speculative acceptance R times (default: baselines.helper_reruns, 8; "
+        "0 = golden only)",
+    )
+    rec.add_argument(
+        "--spec-engine-url",
+        metavar="URL",
+        help="spec_decode: the same build served with speculative decoding (engine.spec_url), whose acceptance "
+        "is stored; --engine-url is the plain arm (the builtin engine starts its own)",
     )
     rec.add_argument(
         "--accept-reason",
@@ -189,7 +197,7 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot.baselines.accept import KEY as ACCEPT_KEY
     from precisionbot.baselines.golden_recording import golden_target, record_golden
     from precisionbot.checks.progress import TerminalProgress
-    from precisionbot.commands.engine_option import engine_choice, open_engine, select_model, unusable
+    from precisionbot.commands.engine_option import engine_choice, open_engine, select_model, spec_arm, unusable
     from precisionbot.commands.localize_failures import module_capture
     from precisionbot.commands.store_option import preflight_record_store
     from precisionbot.commands.suite_option import refuse_misfits, suite_flags
@@ -197,6 +205,8 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot.errors import ConfigError, EngineError, EngineStartError
 
     config = load_config_or_default(args.config)
+    if args.spec_engine_url:
+        config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, spec_url=args.spec_engine_url))
     flags = suite_flags(args)
     suite = flags.apply(config.suite(args.suite or config.github.baseline_suite))
     model = select_model(config, args.model)
@@ -209,6 +219,8 @@ def _record(args: argparse.Namespace) -> int:
         raise ConfigError(f"--reruns {reruns}: use 0 (golden only) or at least 3 (main's noise needs 3 reruns)")
     accept = _acceptance(args, config)
     helper_suite = rerun_suite(config, suite, flags) if reruns else None
+    # main's acceptance, when the suite a PR runs (else the one recorded) has spec_decode (reruns 0: golden only)
+    spec_suite = next((s for s in (helper_suite, suite) if reruns and s and "spec_decode" in s.checks), None)
     # The store verified before the engine starts: a probe written (and the replaced baseline's store read).
     reference = None if accept is None else (open_store(accept.reference_uri) if accept.reference_uri else store)
     preflight_record_store(store, reference, model)
@@ -216,7 +228,10 @@ def _record(args: argparse.Namespace) -> int:
     progress.enabled = not args.quiet
     with tempfile.TemporaryDirectory(prefix="precisionbot-engine-") as logs:
         try:
-            with open_engine(config, choice, model, Path(logs)) as engine:
+            with (
+                open_engine(config, choice, model, Path(logs)) as engine,
+                spec_arm(config, choice, spec_suite.checks if spec_suite is not None else ()) as spec_engine,
+            ):
                 try:
                     engine.server_info()
                 except EngineError as exc:
@@ -227,6 +242,7 @@ def _record(args: argparse.Namespace) -> int:
                 target = golden_target(engine, config, suite.golden, model, documents)
                 audit = None if accept is None else accept.audit(store, target, commit)
                 helpers = _helper_reruns(engine, config, helper_suite, model, reruns, progress)
+                acceptance = _acceptance_reruns(engine, config, spec_suite, model, reruns, spec_engine)
                 if not args.quiet:
                     depths = ", ".join(map(str, suite.golden.context_depths))
                     print(f"golden: recording at depths {depths}", file=sys.stderr)
@@ -237,6 +253,7 @@ def _record(args: argparse.Namespace) -> int:
                     producer=args.producer,
                     engine_commit=commit,
                     helpers=helpers,
+                    acceptance=acceptance,
                     extra=None if audit is None else {ACCEPT_KEY: audit},
                     progress=GoldenProgress(progress),
                     modules=module_capture(engine, config, Path(logs) / "module-dumps"),
@@ -244,7 +261,7 @@ def _record(args: argparse.Namespace) -> int:
                 progress.close()
         except EngineStartError as exc:
             raise unusable(exc, choice) from exc
-    _print_recorded(meta, helpers, store.uri, audit)
+    _print_recorded(meta, helpers, store.uri, audit, acceptance)
     return 0
 
 
@@ -306,11 +323,50 @@ def _helper_reruns(engine: Any, config: Any, suite: Any, model: Any, reruns: int
     return helpers
 
 
-def _print_recorded(meta: Any, helpers: Any, store_uri: str, audit: dict[str, Any] | None) -> None:
+def _acceptance_reruns(engine: Any, config: Any, suite: Any, model: Any, reruns: int, spec_engine: Any) -> Any:
+    """main's speculative acceptance, rerun ``reruns`` times on the spec arm (None without a suite that runs
+    spec_decode, or without a spec arm: then a note on stderr says why nothing is stored)."""
+    from precisionbot.checks.rerun import rerun_acceptance
+    from precisionbot.errors import EngineError
+
+    if suite is None:
+        return None
+    print(f"spec_decode: main's acceptance, {reruns} reruns of the spec arm", file=sys.stderr)
+    try:
+        found = rerun_acceptance(
+            engine, config, suite, model, reruns, spec_engine=spec_engine, on_rerun=_acceptance_line
+        )
+    except EngineError as exc:
+        found = f"the spec arm failed: {exc}"
+    if isinstance(found, str):
+        print(f"note: spec_decode: main's acceptance not recorded: {found}", file=sys.stderr)
+        return None
+    return found
+
+
+def _acceptance_line(index: int, acceptance: Any) -> None:
+    clear = "\r\x1b[2K" if sys.stderr.isatty() else ""
+    print(
+        f"{clear}  acceptance rerun {index + 1}: {acceptance.mean_length:.3f} tokens per verify "
+        f"(rate {acceptance.rate:.3f}; {acceptance.verify_steps} verify steps)",
+        file=sys.stderr,
+    )
+
+
+def _print_recorded(
+    meta: Any, helpers: Any, store_uri: str, audit: dict[str, Any] | None, acceptance: Any = None
+) -> None:
     print(f"recorded {meta.run_id} ({meta.label}, producer {meta.producer}, {meta.stats['positions']} positions)")
     if helpers is not None:
         kept = ", ".join(f"{h} x{helpers.reruns(h)}" for h in helpers.helpers) or "none usable"
         print(f"  helper reruns: {kept}")
+    if acceptance is not None:
+        summary = acceptance.summary()
+        print(
+            f"  spec_decode acceptance: x{summary['reruns']}, {summary['accept_length_mean']:.2f} tokens per verify "
+            f"(range {summary['accept_length_min']:.2f}–{summary['accept_length_max']:.2f}, rate "
+            f"{summary['accept_rate_mean']:.2f})"
+        )
     print(f"  {store_uri}/{meta.prefix}")
     print(f"  model {meta.model}, signature {meta.signature}")
     if audit is not None:

@@ -4,8 +4,11 @@ threshold, where each lands — "calibrate thresholds by replaying past bugs" as
 A clean builtin engine records a golden baseline into a temporary store; then the clean engine, every fault
 of the catalogue (or ``--faults``) and ``--reruns N`` more clean runs (other prompts, other batch
 compositions) run the chosen checks (default: all of the three helpers, golden and batch_invariance) against
-it. The first table is each variant's verdicts and key numbers; then the false-alarm count over the runs that
-must pass; the last table, per threshold, the largest value among the variants that must pass, the smallest
+it. With ``spec_decode`` among ``--checks`` the catalogue also holds the speculative-decoding faults, each of
+which must fail ``spec_decode`` by the part that exists to see it (its cell names the parts that caught it; a
+wrong part counts as a miss); without it they are left out (``spec_decode`` launches two arms per run). The
+first table is each variant's verdicts and key numbers; then the false-alarm count over the runs that must
+pass; the last table, per threshold, the largest value among the variants that must pass, the smallest
 among those that must fail, and whether the threshold sits between them. ``--localize`` adds the localization
 column: every op-level fault through ``localize`` on its own path, with the module named, the module expected
 and the time. Exit 1 when a bug is missed, a must-pass run fails, a threshold does not separate (a must-pass
@@ -49,8 +52,10 @@ EXPECTED: Mapping[str, tuple[str, ...]] = {
     "state-mantissa=4": ("golden",),
     "state-mantissa=12": (),
     "state-bf16-decode": (),
+    **dict.fromkeys(calibrate_grid.SPEC_PARTS, ("spec_decode",)),
 }
-"""Variant → the checks that must catch it (docs/builtin-engine.md's fault table); empty = must pass every check."""
+"""Variant → the checks that must catch it (docs/builtin-engine.md's fault table); empty = must pass every check.
+The spec faults must also be caught by the right part of ``spec_decode`` (``calibrate_grid.SPEC_PARTS``)."""
 
 MAY_FAIL: Mapping[str, tuple[str, ...]] = {
     "batch-variant": ("batch_invariance",),
@@ -87,6 +92,8 @@ RULES = (
     ("prefill_cache_hit", "max", "max_token_k3", "prefill_cache_hit max token k3"),
     ("decode_cache_hit", "mean_k3", "kl_div", "decode_cache_hit mean_k3"),
     ("decode_cache_hit", "max", "max_token_k3", "decode_cache_hit max token k3"),
+    ("spec_decode", "mean_k3", "kl_div", "spec_decode mean_k3 (target logprobs)"),
+    ("spec_decode", "max", "max_token_k3", "spec_decode max token k3 (target logprobs)"),
 )
 
 
@@ -156,6 +163,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.reruns < 0:
         raise ConfigError(f"--reruns must be >= 0 (got {args.reruns})")
     catalogue = [v for v in EXPECTED if flags["preset"] != "tiny" or v.split("=")[0] not in HYBRID_ONLY_FAULTS]
+    if "spec_decode" not in suite.checks:  # nothing else exists to see them, and each run launches two arms
+        catalogue = [v for v in catalogue if v not in calibrate_grid.SPEC_PARTS]
     variants = catalogue if args.faults is None else [v.strip() for v in args.faults.split(",")]
     hybrid_only = [v for v in variants if v in EXPECTED and v not in catalogue]
     if hybrid_only:
@@ -203,9 +212,7 @@ def _run(args: argparse.Namespace) -> int:
                     "fault": variant,
                     "must_fail": list(EXPECTED[variant]),
                     "reported": variant in REPORTED,
-                    "checks": {
-                        c.name: {"verdict": c.verdict.value, "stats": _plain(c.stats)} for c in run.result.checks
-                    },
+                    "checks": {c.name: _cell(c) for c in run.result.checks},
                 }
             )
         located = _localize_all(args, flags, Path(tmp)) if args.localize else []
@@ -254,6 +261,14 @@ def _localize_all(args: argparse.Namespace, flags: dict[str, Any], tmp: Path) ->
     return located
 
 
+def _cell(c: Any) -> dict[str, Any]:
+    """One check of one variant: its verdict and numeric stats, and for ``spec_decode`` the parts that caught it."""
+    out: dict[str, Any] = {"verdict": c.verdict.value, "stats": _plain(c.stats)}
+    if isinstance(c.stats.get("caught_by"), list):
+        out["caught_by"] = [str(p) for p in c.stats["caught_by"]]
+    return out
+
+
 def render_localization(located: Sequence[Mapping[str, Any]]) -> str:
     """The localization column as its own table: one row per op-level fault."""
     lines = [
@@ -287,6 +302,10 @@ def assess(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds:
             c = r["checks"].get(name)
             if c is not None and c["verdict"] != "fail":
                 misses.append(f"{r['variant']}: {name} {c['verdict']}")
+            elif c is not None and "caught_by" in c:
+                wrong = calibrate_grid.right_part(str(r.get("fault", "")), c["caught_by"])
+                if wrong:
+                    misses.append(f"{r['variant']}: {name} {wrong}")
     not_separating = [label for label, verdict in _separation(rows, checks, thresholds) if verdict == "no"]
     return {
         "must_pass_runs": must_pass,
@@ -354,7 +373,12 @@ def render(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds:
                 else (not caught or bool(r["must_fail"]) or r.get("reported") or allowed)
             )
             key = _golden_kl_key(thresholds) if name == "golden" else "mean_k3"
-            cells.append(f"{c['verdict']}{'' if ok else ' ✗'} ({key} {_fmt(c['stats'].get(key))})")
+            shown = f"{key} {_fmt(c['stats'].get(key))}"
+            if "caught_by" in c:  # spec_decode: which part caught it, or main → PR acceptance when it passed
+                wrong = caught and calibrate_grid.right_part(str(r.get("fault", "")), c["caught_by"])
+                ok = ok and not wrong
+                shown += f"; caught by {', '.join(c['caught_by'])}" if caught else _acceptance(c["stats"])
+            cells.append(f"{c['verdict']}{'' if ok else ' ✗'} ({shown})")
         must = "(reported)" if r.get("reported") else (", ".join(r["must_fail"]) or "-")
         lines.append(f"| {r['variant']} | {must} | " + " | ".join(cells) + " |")
     lines += [
@@ -365,6 +389,13 @@ def render(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds:
     for label, verdict, limit, g, b in _separation_rows(rows, checks, thresholds):
         lines.append(f"| {label} | {_fmt(limit)} | {_fmt(g)} | {_fmt(b)} | {verdict} |")
     return "\n".join(lines)
+
+
+def _acceptance(stats: Mapping[str, Any]) -> str:
+    pr, main = stats.get("accept_length"), stats.get("main_accept_length")
+    if not isinstance(pr, (int, float)):
+        return ""
+    return f"; acceptance {pr:.2f}" + (f" (main {main:.2f})" if isinstance(main, (int, float)) else "")
 
 
 def _separation_rows(
@@ -426,18 +457,29 @@ def _run_grid(args: argparse.Namespace) -> int:
     bad = [v for v in numerics if v not in ("production", "nondeterministic")]
     if bad or not numerics:
         raise ConfigError(f"--grid-numerics: unknown {', '.join(bad) or '(none)'}; use production,nondeterministic")
-    checks = [c for c in calibrate_grid.GRID_CHECKS if args.checks == DEFAULT_CHECKS or c in args.checks.split(",")]
+    chosen = args.checks.split(",")
+    checks = [c for c in calibrate_grid.GRID_CHECKS if args.checks == DEFAULT_CHECKS or c in chosen]
+    checks += [c for c in calibrate_grid.OPT_IN_CHECKS if c in chosen]  # only when named: two arms per run
     grid = calibrate_grid.cells(axes)
     tiny = flags["preset"] == "tiny"
     bugs = [v for v, must in EXPECTED.items() if must and not (tiny and v.split("=")[0] in HYBRID_ONLY_FAULTS)]
+    if "spec_decode" not in checks:
+        bugs = [v for v in bugs if v not in calibrate_grid.SPEC_PARTS]
     faults = bugs if args.faults is None else [v.strip() for v in args.faults.split(",") if v.strip()]
     unknown = [v for v in faults if v not in bugs]
     if unknown:
-        raise ConfigError(f"--faults: {', '.join(unknown)} is not a bug fault of this preset; use {', '.join(bugs)}")
-    total = len(grid) * len(numerics)
-    print(f"calibrate --grid: {total} clean runs ({len(grid)} sizes x {len(numerics)} numerics)", file=sys.stderr)
+        hint = " (the spec faults need --checks spec_decode)" if set(unknown) & set(calibrate_grid.SPEC_PARTS) else ""
+        raise ConfigError(
+            f"--faults: {', '.join(unknown)} is not a bug fault of this preset{hint}; use {', '.join(bugs)}"
+        )
+    # A size-only check (spec_decode) alone runs once per size, not once per shape and cache_consistency size.
+    sizes = [c for c in grid if any(calibrate_grid.runs_check(n, c, axes) for n in checks)]
+    total = len(sizes) * len(numerics)
+    print(f"calibrate --grid: {total} clean runs ({len(sizes)} sizes x {len(numerics)} numerics)", file=sys.stderr)
+    parts: dict[str, list[str]] = {}  # per fault, the spec_decode parts that caught it in its last run (its floor)
 
     def run(cell: calibrate_grid.Cell, names: Sequence[str], fault: str) -> tuple[dict[str, tuple[str, str]], float]:
+        names = [n for n in names if calibrate_grid.runs_check(n, cell, axes)]
         suite = calibrate_grid.suite_for(base, cell, names)
         engine = BuiltinEngine(faults=(fault,) if fault else (), **flags)
         t0 = time.perf_counter()
@@ -446,13 +488,17 @@ def _run_grid(args: argparse.Namespace) -> int:
         finally:
             engine.close()
         verdicts = {c.name: (c.verdict.value, c.reasons[0] if c.reasons else "") for c in result.checks}
+        spec = result.check("spec_decode")
+        parts.pop(fault, None)
+        if spec is not None and isinstance(spec.stats.get("caught_by"), list):
+            parts[fault] = [str(p) for p in spec.stats["caught_by"]]
         return verdicts, time.perf_counter() - t0
 
     t_start = time.perf_counter()
     clean: list[calibrate_grid.CleanRun] = []
     for variant in numerics:
         fault = "" if variant == "production" else variant
-        for cell in grid:
+        for cell in sizes:
             verdicts, wall = run(cell, checks, fault)
             clean.append(calibrate_grid.CleanRun(cell, fault, verdicts, wall))
             shown = ", ".join(f"{n} {v}" for n, (v, _) in verdicts.items())
@@ -461,20 +507,24 @@ def _run_grid(args: argparse.Namespace) -> int:
             )
     floors: dict[str, tuple[list[str], calibrate_grid.Cell | None, str]] = {}
     for fault in faults:
-        must = [c for c in EXPECTED[fault] if c in calibrate_grid.GRID_CHECKS]
+        must = [c for c in EXPECTED[fault] if c in (*calibrate_grid.GRID_CHECKS, *calibrate_grid.OPT_IN_CHECKS)]
         if not must:
             floors[fault] = (list(EXPECTED[fault]), None, "golden only: its sizes are its depths (calibrate)")
             continue
-        # A cache helper is judged against match's noise too, so match runs with it.
-        names = [c for c in calibrate_grid.GRID_CHECKS if c in must or c == "match"]
+        # A cache helper is judged against match's noise too, so match runs with it (spec_decode needs none).
+        spec = fault in calibrate_grid.SPEC_PARTS
+        names = [c for c in (*calibrate_grid.GRID_CHECKS, "spec_decode") if c in must or (c == "match" and not spec)]
 
         def caught(cell: calibrate_grid.Cell, fault: str = fault, names: list[str] = names) -> bool:
             verdicts, _ = run(cell, names, fault)
             hit = all(verdicts.get(c, ("", ""))[0] == "fail" for c in EXPECTED[fault] if c in names)
-            print(f"calibrate --grid floor {fault}, {cell.label}: {'caught' if hit else 'missed'}", file=sys.stderr)
-            return hit
+            wrong = calibrate_grid.right_part(fault, parts.get(fault, ())) if hit else None
+            said = "missed" if not hit else f"caught, but {wrong}" if wrong else "caught"
+            print(f"calibrate --grid floor {fault}, {cell.label}: {said}", file=sys.stderr)
+            return hit and wrong is None
 
-        floors[fault] = (must, calibrate_grid.walk_floor(grid, caught), "")
+        walked = [c for c in grid if all(calibrate_grid.runs_check(n, c, axes) for n in names)]
+        floors[fault] = (must, calibrate_grid.walk_floor(walked, caught), "")
     wall = time.perf_counter() - t_start
     alarms = calibrate_grid.false_alarms(clean, MAY_FAIL)
     if args.json:
@@ -494,6 +544,7 @@ def _run_grid(args: argparse.Namespace) -> int:
                     ],
                     "false_alarms": alarms,
                     "floors": {f: None if c is None else dataclasses.asdict(c) for f, (_, c, _) in floors.items()},
+                    "floor_parts": {f: parts[f] for f, (_, c, _) in floors.items() if c is not None and f in parts},
                 },
                 indent=2,
             )
@@ -502,7 +553,7 @@ def _run_grid(args: argparse.Namespace) -> int:
         print(calibrate_grid.render_grid(clean, MAY_FAIL))
         if floors:
             print()
-            print(calibrate_grid.render_floors(floors, grid[0] if grid else None))
+            print(calibrate_grid.render_floors(floors, grid[0] if grid else None, parts))
         fails = sum(c["fail"] for c in alarms.values())
         print(f"\nfalse alarms: {fails} FAIL verdicts in {len(clean)} clean runs; {wall:.0f} s wall")
     return 1 if any(c["fail"] for c in alarms.values()) else 0

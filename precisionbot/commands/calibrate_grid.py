@@ -11,6 +11,12 @@ Then each bug fault walks the cells from the cheapest and stops at the first whe
 catch it fails: its detection floor. ``golden`` is not on the grid (its sizes are its context depths, which
 ``calibrate`` without ``--grid`` covers).
 
+``spec_decode`` joins the grid only when ``--checks`` names it (``OPT_IN_CHECKS``): each of its runs launches
+a plain and a speculative arm and draws the sampled path, several times a helper's cost, so the default grid
+keeps its cost. It depends on samples, new tokens and prompt length only, so it runs once per such size (on
+the cheapest shape and ``cache_consistency`` size given, :func:`runs_check`), and the spec faults walk those
+sizes, caught only when ``spec_decode`` fails by the part that exists to see them (``SPEC_PARTS``).
+
 The pure part (cells, suites, counting, floors) is here; ``calibrate`` wires the engine in.
 """
 
@@ -27,6 +33,40 @@ from precisionbot.errors import ConfigError
 
 GRID_CHECKS = ("match", "prefill_cache_hit", "decode_cache_hit", "cache_consistency", "batch_invariance")
 """The checks whose verdicts depend on the sizes of a suite (golden's on its depths, layers' on its dumps)."""
+OPT_IN_CHECKS = ("spec_decode",)
+"""Size-dependent checks the grid runs only when ``--checks`` names them (two engine launches per run)."""
+SIZE_ONLY_CHECKS = frozenset({"spec_decode"})
+"""Checks that read samples, new tokens and prompt length only: one run per such size, not per shape or
+``cache_consistency`` size."""
+
+SPEC_PARTS: Mapping[str, tuple[tuple[str, ...], bool]] = {
+    "spec-verify-offbyone": (("target logprobs", "tokens"), False),
+    "spec-kv-rollback": (("target logprobs", "tokens"), False),
+    "spec-state-rollback": (("target logprobs", "tokens"), False),
+    "spec-bonus-logprob": (("target logprobs",), False),
+    "spec-accept-loose": (("tokens",), False),
+    "spec-draft-degraded": (("acceptance",), True),
+    "spec-greedy-at-temperature": (("sampled path",), True),
+}
+"""Spec fault -> (the ``spec_decode`` parts that exist to catch it, one of which must; whether they must be the
+only ones): docs/check.md's spec fault table. A draft regression (outputs identical) and greedy acceptance while
+sampling pass every greedy part, so another part firing on them would be a false alarm of that part."""
+
+
+def right_part(fault: str, caught_by: Sequence[str]) -> str | None:
+    """None when ``spec_decode``'s ``caught_by`` names a part that exists to catch ``fault`` (and only such parts,
+    for the exclusive ones); else what is wrong, in words. Faults without parts: None."""
+    if fault not in SPEC_PARTS:
+        return None
+    parts, exclusive = SPEC_PARTS[fault]
+    expected = " or ".join(parts) + (" only" if exclusive else "")
+    if not set(parts) & set(caught_by):
+        return f"caught by {', '.join(caught_by) or 'no part'}, expected {expected}"
+    extra = [p for p in caught_by if p not in parts]
+    if exclusive and extra:
+        return f"caught by {', '.join(caught_by)}, expected {expected}"
+    return None
+
 
 SHAPES: Mapping[str, Mapping[str, Any]] = {
     "single": {"turns": 1, "branches": 1},
@@ -95,6 +135,16 @@ def parse_axes(raw: Mapping[str, str | None]) -> dict[str, tuple[str, ...]]:
             raise ConfigError(f"{flag} {value!r}: give positive whole numbers, e.g. {','.join(DEFAULT_AXES[key])}")
         axes[key] = items
     return axes
+
+
+def runs_check(check: str, cell: Cell, axes: Mapping[str, Sequence[str]]) -> bool:
+    """Whether ``check`` runs at ``cell``: every check does, except a size-only one (``SIZE_ONLY_CHECKS``) on
+    any shape and ``cache_consistency`` size but the cheapest of the axes' (its run there would repeat the same
+    one)."""
+    if check not in SIZE_ONLY_CHECKS:
+        return True
+    first = (min(axes["shapes"], key=list(SHAPES).index), min(axes["cc"], key=list(CC_SIZES).index))
+    return (cell.shape, cell.cc) == first
 
 
 def cells(axes: Mapping[str, Sequence[str]]) -> list[Cell]:
@@ -171,7 +221,7 @@ def floor_warnings(suite: SuiteConfig, floors: Mapping[str, tuple[str, int]] = D
 
 def render_grid(runs: Sequence[CleanRun], may_fail: Mapping[str, Sequence[str]]) -> str:
     """The clean runs' verdicts (Markdown), then the false alarms per check."""
-    names = [n for n in GRID_CHECKS if any(n in r.verdicts for r in runs)]
+    names = [n for n in (*GRID_CHECKS, *OPT_IN_CHECKS) if any(n in r.verdicts for r in runs)]
     lines = [
         "| size | numerics | " + " | ".join(names) + " | wall s |",
         "| --- | --- |" + " --- |" * len(names) + " ---: |",
@@ -197,13 +247,24 @@ def render_grid(runs: Sequence[CleanRun], may_fail: Mapping[str, Sequence[str]])
     return "\n".join(lines)
 
 
-def render_floors(floors: Mapping[str, tuple[Sequence[str], Cell | None, str]], smallest: Cell | None = None) -> str:
+def render_floors(
+    floors: Mapping[str, tuple[Sequence[str], Cell | None, str]],
+    smallest: Cell | None = None,
+    parts: Mapping[str, Sequence[str]] | None = None,
+) -> str:
     """Per bug fault: the checks that must catch it and the cheapest size at which they all did (at the grid's
-    smallest size the true floor may be lower: the grid says so)."""
+    smallest size the true floor may be lower: the grid says so); for a spec fault, the part of ``spec_decode``
+    that must catch it and, in ``parts``, the parts that did at the floor."""
     lines = ["| fault | must catch (on the grid) | detection floor |", "| --- | --- | --- |"]
     for fault, (checks, cell, note) in floors.items():
         where = note or ("not caught on this grid" if cell is None else cell.label)
         if cell is not None and cell == smallest:
             where += " (the grid's smallest size: may be lower)"
-        lines.append(f"| {fault} | {', '.join(checks) or '-'} | {where} |")
+        must = ", ".join(checks) or "-"
+        if fault in SPEC_PARTS:
+            expected, exclusive = SPEC_PARTS[fault]
+            must += f" ({' or '.join(expected)}{' only' if exclusive else ''})"
+            if cell is not None and parts and parts.get(fault):
+                where += f"; caught by {', '.join(parts[fault])}"
+        lines.append(f"| {fault} | {must} | {where} |")
     return "\n".join(lines)

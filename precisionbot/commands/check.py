@@ -326,6 +326,11 @@ def _print_outcome(result: RunResult, out: Path) -> None:
         print(f"note: {note}", file=sys.stderr)
     for note in skipped_notes(result):  # otherwise only in result.json
         print(f"note: not compared with main's noise: {note}", file=sys.stderr)
+    spec = result.check("spec_decode")
+    info = spec.extra.get("main_acceptance") if spec is not None else None
+    if isinstance(info, dict) and info.get("brief"):
+        note = f"spec_decode's acceptance not compared with main's stored reruns: {info['skipped']}"
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _same_stream(a: Any, b: Any) -> bool:

@@ -31,7 +31,8 @@ def require_existing_store(store: Any, flag: str) -> None:
 
 def store_readers(config: Any, suite: Any) -> tuple[str, ...]:
     """What in ``check``'s suite reads the store: ``golden`` (unless ``baselines.mode: merge-base`` records its
-    own), ``vs_main`` (the helpers against main's reruns)."""
+    own), ``vs_main`` (the helpers against main's reruns), ``spec_acceptance`` (``spec_decode`` against main's
+    stored acceptance)."""
     from precisionbot.results import CONSISTENCY_CHECKS
 
     out = []
@@ -39,7 +40,16 @@ def store_readers(config: Any, suite: Any) -> tuple[str, ...]:
         out.append("golden")
     if config.baselines.vs_main and any(n in CONSISTENCY_CHECKS for n in suite.checks):
         out.append("vs_main")
+    if config.baselines.vs_main and "spec_decode" in suite.checks:
+        out.append("spec_acceptance")
     return tuple(out)
+
+
+READ_FOR = {
+    "vs_main": "the helpers' comparison with main's noise",
+    "spec_acceptance": "spec_decode's comparison with main's acceptance",
+}
+"""The store's readers other than golden, in the words of the warning that golden does not run."""
 
 
 def golden_not_in_suite(suite: Any, readers: tuple[str, ...]) -> str | None:
@@ -47,7 +57,8 @@ def golden_not_in_suite(suite: Any, readers: tuple[str, ...]) -> str | None:
     compared, so a fault only golden catches passes (exit 0). None when golden runs."""
     if "golden" in suite.checks:
         return None
-    used = " (it is read only for the helpers' comparison with main's noise)" if "vs_main" in readers else ""
+    compared = [what for key, what in READ_FOR.items() if key in readers]
+    used = f" (it is read only for {' and '.join(compared)})" if compared else ""
     return (
         f"a baseline store was given, but suite {suite.name!r} has no golden check{used}: golden does not run; "
         f"add it with `--checks {','.join((*suite.checks, 'golden'))}` or `--suite pr`"

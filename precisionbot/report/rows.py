@@ -210,9 +210,13 @@ def acceptance_cell(c: CheckResult) -> str:
     pr, main = c.stats.get("accept_length"), c.stats.get("main_accept_length")
     if c.name != "spec_decode" or not isinstance(pr, int | float):
         return ""
+    skipped = c.extra.get("main_acceptance")
+    unused = ""
+    if isinstance(skipped, Mapping) and skipped.get("brief"):  # a stored figure was set up, yet not used
+        unused = f" (main's stored figure not used: {prose(str(skipped['brief']))})"
     if isinstance(main, int | float) and main != pr:
-        return f"acceptance {main:.2f} → {pr:.2f} tokens"
-    return f"acceptance {pr:.2f} tokens"
+        return f"acceptance {main:.2f} → {pr:.2f} tokens{unused}"
+    return f"acceptance {pr:.2f} tokens{unused}"
 
 
 def why_cell(c: CheckResult) -> str:

@@ -237,7 +237,9 @@ def _routing(check: CheckResult, limits: ThresholdSet, match: CheckResult | None
 
 
 def _spec_decode(check: CheckResult, limits: ThresholdSet, match: CheckResult | None) -> None:
-    """The k3 rules (``match``'s thresholds), then the tokens, acceptance and sampled-path parts."""
+    """The k3 rules (``match``'s thresholds), then the tokens, acceptance and sampled-path parts; acceptance
+    against the floor main's figures give (``scoring.spec_rules.acceptance_floor``), re-derived from
+    ``stats.main_accept_reruns`` (main's stored reruns, or the one figure measured in the check)."""
     _consistency(check, limits, None)
     stats = check.stats
     for key in ("greedy_violations", "unexplained_divergences"):
@@ -245,6 +247,17 @@ def _spec_decode(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
             raise _Contradiction(f"stats.{key} is not 0")
     if not _number(stats, "sampled_p_value") >= SAMPLED_ALPHA:
         raise _Contradiction(f"stats.sampled_p_value is below the sampled-path alpha {SAMPLED_ALPHA:g}")
+    # Main's figures: its reruns when the check kept them (the floor is re-derived from them with the trusted
+    # rule, scoring.spec_rules.acceptance_floor), else its one figure (the 5 % tolerance).
+    reruns = stats.get("main_accept_reruns")
+    if reruns is not None:
+        if not isinstance(reruns, list) or not 0 < len(reruns) <= 10_000:
+            raise _Contradiction("stats.main_accept_reruns is not a list of main's figures")
+        figures = {str(i): v for i, v in enumerate(reruns)}
+        lengths = [_number(figures, key, where="stats.main_accept_reruns") for key in figures]
+        if acceptance_fell(_number(stats, "accept_length"), lengths):
+            raise _Contradiction("stats.accept_length is below the floor main_accept_reruns give")
+        return
     main = _optional(stats, "main_accept_length", _number, None)
     if main is not None and acceptance_fell(_number(stats, "accept_length"), main):
         raise _Contradiction("stats.accept_length fell more than the tolerance below main_accept_length")

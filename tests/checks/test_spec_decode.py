@@ -12,17 +12,11 @@ import pytest
 from scipy import stats
 
 from precisionbot.checks import run_suite
-from precisionbot.checks.spec_decode import (
-    Acceptance,
-    arm_options,
-    chi2_sf,
-    g_test,
-    judge,
-    onset,
-)
+from precisionbot.checks.spec_decode import arm_options, chi2_sf, g_test, judge, onset
 from precisionbot.config import Config
 from precisionbot.engines.builtin import BuiltinEngine
 from precisionbot.results import CheckOutput, CheckResult, Verdict
+from precisionbot.scoring.spec_rules import Acceptance, MainAcceptance
 
 CONFIG = Config.default()
 SUITE = dataclasses.replace(
@@ -82,6 +76,15 @@ def test_judge_names_a_draft_regression_when_only_acceptance_fell() -> None:
 def test_judge_passes_within_the_acceptance_tolerance() -> None:
     out = judge(_logprob_part(), TOKENS_OK, Acceptance(100, 300, 197), Acceptance(100, 300, 200), SAMPLED_OK)
     assert out.result.verdict is Verdict.PASS and out.result.stats["caught_by"] == []
+
+
+def test_judge_says_when_the_sampled_draws_saw_no_draft() -> None:
+    # vLLM's n-gram proposer on short contexts: every sampled draw a plain sample, so nothing of speculation.
+    quiet = judge(_logprob_part(), TOKENS_OK, Acceptance(10, 30, 20), None, {**SAMPLED_OK, "drafts": 0}).result
+    assert quiet.verdict is Verdict.PASS
+    assert any("drafted no token in its 100 draws" in r for r in quiet.reasons), quiet.reasons
+    drafted = judge(_logprob_part(), TOKENS_OK, Acceptance(10, 30, 20), None, {**SAMPLED_OK, "drafts": 40}).result
+    assert not any("drafted no token" in r for r in drafted.reasons), drafted.reasons
 
 
 def test_judge_names_each_failing_part() -> None:
@@ -169,3 +172,44 @@ def test_the_comment_side_rederives_the_verdict_and_shows_acceptance() -> None:
     assert verify_check(tampered, limits).verdict is Verdict.INCONCLUSIVE
     fell = _judged(Acceptance(10, 30, 4), Acceptance(10, 30, 18))
     assert acceptance_cell(fell) == "acceptance 2.80 → 1.40 tokens"
+
+
+def test_judge_against_mains_stored_reruns_names_their_floor() -> None:
+    main = MainAcceptance((3.0, 3.0, 3.0), (0.67, 0.67, 0.67), stored=True, baseline="run-1")
+    fell = judge(_logprob_part(), TOKENS_OK, Acceptance(10, 30, 4), main, SAMPLED_OK).result
+    assert fell.verdict is Verdict.FAIL and fell.stats["caught_by"] == ["acceptance"]
+    assert fell.reasons[-1] == (
+        "acceptance: acceptance fell 3.00 → 1.40 tokens per verify (rate 0.67 → 0.13; below the floor 2.85: main's 3 "
+        "stored reruns less 5 %), outputs unchanged: a draft regression, not a precision bug"
+    )
+    assert fell.stats["main_accept_reruns"] == [3.0, 3.0, 3.0] and fell.stats["main_accept_stored"] is True
+    assert fell.extra["main_acceptance"]["baseline"] == "run-1"
+    held = judge(_logprob_part(), TOKENS_OK, Acceptance(10, 30, 19), main, SAMPLED_OK).result
+    assert held.verdict is Verdict.PASS
+    assert "acceptance: 2.90 tokens per verify (main 3.00 over 3 stored reruns; floor 2.85)" in held.reasons
+    # Outputs that moved too are said so: the acceptance finding is no longer "only a draft regression".
+    tokens = {**TOKENS_OK, "greedy_violations": 2}
+    both = judge(_logprob_part(), tokens, Acceptance(10, 30, 4), main, SAMPLED_OK).result
+    assert both.reasons[-1].endswith("outputs changed too")
+
+
+def test_without_mains_figure_acceptance_is_reported_and_the_note_says_why() -> None:
+    note = "acceptance: not judged (no stored figure of main's: no baseline; the mean accepted length is reported)"
+    out = judge(_logprob_part(), TOKENS_OK, Acceptance(10, 30, 2), None, SAMPLED_OK, acceptance_note=note).result
+    assert out.verdict is Verdict.PASS and out.reasons[-1] == note
+    assert out.stats["main_accept_length"] is None and "main_accept_reruns" not in out.stats
+
+
+def test_a_stored_figure_set_up_but_not_used_is_shown_briefly() -> None:
+    from precisionbot.checks.spec_decode import _skipped
+    from precisionbot.report.rows import acceptance_cell
+
+    out = judge(_logprob_part(), TOKENS_OK, Acceptance(10, 30, 2), None, SAMPLED_OK)
+    why = "main's acceptance was recorded at other sizes (samples 8 vs 4, main's vs this run's): the newest ..."
+    shown = _skipped(out, why).result
+    assert shown.extra["main_acceptance"] == {"skipped": why, "brief": "main's acceptance was recorded at other sizes"}
+    assert acceptance_cell(shown) == (
+        "acceptance 1.20 tokens (main's stored figure not used: main's acceptance was recorded at other sizes)"
+    )
+    quiet = _skipped(out, "no baseline of model 'm' with signature s in store").result
+    assert "brief" not in quiet.extra["main_acceptance"] and acceptance_cell(quiet) == "acceptance 1.20 tokens"

@@ -372,3 +372,49 @@ def test_main_noise_skipped_for_other_sizes_is_said_on_stderr_and_in_the_comment
     assert len(notes) == 1 and "main's reruns were recorded at other sizes (samples 4 vs 5" in notes[0]
     assert main(["report", str(out)]) in (0, 1, 2)
     assert "not compared with main's noise: main's reruns were recorded at other sizes" in capsys.readouterr().out
+
+
+SPEC_CONFIG = """
+suites:
+  pr:
+    checks: [match, prefill_cache_hit, decode_cache_hit, golden, spec_decode]
+    golden: {top_k: 5, context_depths: [64], decode_steps: 2}
+  baseline:
+    checks: [golden]
+    golden: {top_k: 5, context_depths: [64], decode_steps: 2}
+"""
+SPEC_SIZES = ["--samples", "2", "--max-new-tokens", "16", "--prompt-tokens", "64..96"]
+
+
+@pytest.mark.slow
+def test_record_stores_mains_acceptance_and_check_judges_a_draft_regression_against_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A PR suite with spec_decode: `baseline record` reruns main's spec arm with the golden baseline, and a PR
+    whose draft got worse (outputs identical) fails on acceptance against those reruns, named as a draft
+    regression; the record's meta carries the reruns, their parameters and a summary."""
+    cfg = tmp_path / "p.yml"
+    cfg.write_text(SPEC_CONFIG)
+    store = str(tmp_path / "store")
+    common = ["--engine", "builtin", "--model-preset", "tiny", "--config", str(cfg), *SPEC_SIZES, "--quiet"]
+    assert main(["baseline", "record", *common, "--store", store, "--reruns", "3"]) == 0
+    captured = capsys.readouterr()
+    assert "spec_decode acceptance: x3, " in captured.out
+    assert captured.err.count("  acceptance rerun ") == 3
+    run_id = captured.out.split()[1]
+    assert main(["baseline", "show", run_id, "--store", store, "--json"]) == 0
+    meta = json.loads(capsys.readouterr().out)
+    stored = meta["extra"]["spec_acceptance"]
+    assert stored["version"] == 1 and len(stored["reruns"]) == 3 and meta["stats"]["spec_acceptance"]["reruns"] == 3
+    params = stored["params"]
+    assert params["samples"] == 2 and params["max_new_tokens"] == 16
+    assert params["speculative_algorithm"] == "NGRAM" and params["speculative_num_draft_tokens"] == 4
+
+    out = tmp_path / "pr"
+    argv = ["check", *common, "--suite", "pr", "--checks", "spec_decode", "--store", store, "--out", str(out)]
+    assert main([*argv, "--fault", "spec-draft-degraded"]) == 1
+    (spec,) = json.loads((out / "result.json").read_text())["checks"]
+    assert spec["stats"]["caught_by"] == ["acceptance"] and spec["stats"]["main_accept_stored"] is True
+    assert len(spec["stats"]["main_accept_reruns"]) == 3 and spec["main_acceptance"]["baseline"] == run_id
+    (reason,) = spec["reasons"]
+    assert "main's 3 stored reruns" in reason and "outputs unchanged: a draft regression, not a precision bug" in reason

@@ -159,3 +159,86 @@ def test_the_chunk_boundary_fault_is_localized_with_the_catalogues_64_token_chun
     flags = {"preset": "tiny", "vocab": None, "enable_deterministic_inference": False}
     (row,) = _localize_all(argparse.Namespace(faults="chunk-boundary"), flags, tmp_path)
     assert (row["path"], row["named"], row["expected"]) == ("golden", "positions", "positions")
+
+
+def _spec_row(variant: str, verdict: str, caught_by: list[str]) -> dict[str, object]:
+    must = [] if variant == "(clean)" else ["spec_decode"]
+    stats = {"mean_k3": 1e-5, "max": 1e-4, "accept_length": 1.8, "main_accept_length": 1.8}
+    cell = {"verdict": verdict, "stats": stats, "caught_by": caught_by}
+    return {"variant": variant, "fault": variant.strip("()").replace("clean", ""), "must_fail": must,
+            "reported": False, "checks": {"spec_decode": cell}}  # fmt: skip
+
+
+def test_a_spec_fault_must_be_caught_by_its_part() -> None:
+    from precisionbot.commands.calibrate import assess, render
+    from precisionbot.config import Config
+
+    thresholds = Config.default().thresholds_for(None, None, "default")
+    rows = [
+        _spec_row("(clean)", "pass", []),
+        _spec_row("spec-kv-rollback", "fail", ["target logprobs", "tokens"]),
+        _spec_row("spec-draft-degraded", "fail", ["tokens", "acceptance"]),  # the greedy parts must see nothing
+        _spec_row("spec-greedy-at-temperature", "fail", ["acceptance"]),
+        _spec_row("spec-accept-loose", "pass", []),
+    ]
+    summary = assess(rows, ["spec_decode"], thresholds)
+    assert summary["false_alarms"] == []
+    assert summary["misses"] == [
+        "spec-draft-degraded: spec_decode caught by tokens, acceptance, expected acceptance only",
+        "spec-greedy-at-temperature: spec_decode caught by acceptance, expected sampled path only",
+        "spec-accept-loose: spec_decode pass",
+    ]
+    table = render(rows, ["spec_decode"], thresholds)
+    assert "| (clean) | - | pass (mean_k3 1.00e-05; acceptance 1.80 (main 1.80)) |" in table
+    assert "| spec-kv-rollback | spec_decode | fail (mean_k3 1.00e-05; caught by target logprobs, tokens) |" in table
+    assert "| spec-draft-degraded | spec_decode | fail ✗ (mean_k3 1.00e-05; caught by tokens, acceptance) |" in table
+    assert "| spec_decode mean_k3 (target logprobs) | 0.0025 |" in table
+
+
+def test_the_grid_runs_spec_decode_once_per_size_and_names_the_part_at_each_floor() -> None:
+    from precisionbot.builtin.options import SPEC_FAULTS
+    from precisionbot.commands.calibrate_grid import (
+        SPEC_PARTS,
+        cells,
+        parse_axes,
+        render_floors,
+        right_part,
+        runs_check,
+    )
+
+    assert set(SPEC_PARTS) == set(SPEC_FAULTS)  # every spec fault has the part that must catch it
+    assert right_part("spec-kv-rollback", ["tokens"]) is None and right_part("restore-stale-page", []) is None
+    assert right_part("spec-bonus-logprob", []) == "caught by no part, expected target logprobs"
+    axes = parse_axes({"samples": "4", "new_tokens": "32", "prompt_tokens": "200", "shapes": None, "cc": None})
+    grid = cells(axes)
+    assert len(grid) == 4 and [runs_check("spec_decode", c, axes) for c in grid] == [True, False, False, False]
+    assert all(runs_check("match", c, axes) for c in grid)
+    floors = {"spec-draft-degraded": (["spec_decode"], grid[0], ""), "spec-accept-loose": (["spec_decode"], None, "")}
+    table = render_floors(floors, grid[0], {"spec-draft-degraded": ["acceptance"]})
+    assert (
+        "| spec-draft-degraded | spec_decode (acceptance only) | 4 × 32 new, prompts ~200, single, cc small (the "
+        "grid's smallest size: may be lower); caught by acceptance |" in table
+    )
+    assert "| spec-accept-loose | spec_decode (tokens) | not caught on this grid |" in table
+
+
+def test_spec_faults_on_the_grid_need_spec_decode(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["calibrate", "--grid", "--model-preset", "tiny", "--faults", "spec-kv-rollback", "--checks", "match"]
+    assert main(argv) == 3
+    assert "(the spec faults need --checks spec_decode)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_grid_with_spec_decode_passes_clean_and_finds_a_spec_faults_floor_by_its_part(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # One size, both shapes: spec_decode runs once; the draft regression is caught by acceptance alone.
+    argv = ["calibrate", "--grid", "--model-preset", "tiny", "--checks", "spec_decode", "--grid-samples", "2"]
+    argv += ["--grid-new-tokens", "16", "--grid-prompt-tokens", "64", "--grid-shapes", "single,branch"]
+    rc = main([*argv, "--grid-cc", "small", "--grid-numerics", "production", "--faults", "spec-draft-degraded"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "| spec_decode | 1 | 1 | 0 | 0 |" in out
+    assert "| spec-draft-degraded | spec_decode (acceptance only) | 2 × 16 new, prompts ~64" in out
+    assert "caught by acceptance |" in out
+    assert "false alarms: 0 FAIL verdicts in 1 clean runs" in out

@@ -69,3 +69,61 @@ def test_a_spec_server_with_the_builtin_engine_is_a_setup_error(capsys: pytest.C
     assert main([*argv, *SIZES]) == 3
     err = capsys.readouterr().err
     assert "--spec-engine-url" in err and "the builtin engine starts both arms itself" in err
+
+
+RECORD_CONFIG = """
+suites:
+  pr:
+    checks: [match, golden, spec_decode]
+    golden: {top_k: 5, context_depths: [64], decode_steps: 2}
+  baseline:
+    checks: [golden]
+    golden: {top_k: 5, context_depths: [64], decode_steps: 2}
+"""
+
+
+@pytest.mark.slow
+def test_two_servers_are_judged_against_mains_stored_acceptance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`baseline record --spec-engine-url` stores the spec server's acceptance with the plain server's golden
+    baseline; a PR pair whose spec server drafts worse then fails on acceptance (reported only, before), and a
+    check at other sizes says why main's figure was not used instead of judging against it."""
+    cfg = tmp_path / "p.yml"
+    cfg.write_text(RECORD_CONFIG)
+    store = str(tmp_path / "store")
+    sizes = [*SIZES[:1], "2", *SIZES[2:]]  # 2 samples
+    with _pair() as (plain, spec):
+        record = ["baseline", "record", "--engine-url", plain, "--spec-engine-url", spec, "--config", str(cfg)]
+        assert main([*record, "--store", store, "--reruns", "3", *sizes[:-2]]) == 0  # no --exact-sizes there
+    assert "spec_decode acceptance: x3, " in capsys.readouterr().out
+
+    with _pair("spec-draft-degraded") as (plain, spec):
+        argv = ["check", "--engine-url", plain, "--spec-engine-url", spec, "--checks", "spec_decode"]
+        argv += ["--config", str(cfg), "--suite", "pr", "--store", store]
+        assert main([*argv, "--out", str(tmp_path / "worse"), *sizes]) == 1
+        other = [*sizes[:1], "3", *sizes[2:]]
+        main([*argv, "--out", str(tmp_path / "other"), *other])
+    err = capsys.readouterr().err
+    worse = checks_by_name(read_result_json(tmp_path / "worse"))["spec_decode"]
+    assert worse["stats"]["caught_by"] == ["acceptance"] and worse["stats"]["main_accept_stored"] is True  # type: ignore[index]
+    assert "outputs unchanged: a draft regression, not a precision bug" in worse["reasons"][0]  # type: ignore[index]
+    resized = checks_by_name(read_result_json(tmp_path / "other"))["spec_decode"]
+    assert resized["stats"]["main_accept_length"] is None  # type: ignore[index]
+    skipped = "main's acceptance was recorded at other sizes"
+    assert any(f"acceptance: not judged (no stored figure of main's: {skipped}" in r for r in resized["reasons"])  # type: ignore[attr-defined]
+    assert f"note: spec_decode's acceptance not compared with main's stored reruns: {skipped}" in err
+
+
+def test_the_store_is_read_for_spec_decode_and_the_warning_says_so() -> None:
+    from precisionbot.commands.store_option import golden_not_in_suite, store_readers
+    from precisionbot.config import Config
+
+    config = Config.default()
+    suite = dataclasses.replace(config.suite("consistency"), checks=("spec_decode",))
+    readers = store_readers(config, suite)
+    assert readers == ("spec_acceptance",)
+    warning = golden_not_in_suite(suite, readers)
+    assert warning is not None and "read only for spec_decode's comparison with main's acceptance" in warning
+    off = dataclasses.replace(config, baselines=dataclasses.replace(config.baselines, vs_main=False))
+    assert store_readers(off, suite) == ()

@@ -194,3 +194,28 @@ def test_per_phase_thresholds_are_the_ones_the_helper_used() -> None:
     assert [c.verdict for c in verified.checks] == [Verdict.PASS, Verdict.INCONCLUSIVE]
     assert "not below kl_div_decode 1.00e-05" in verified.checks[1].reasons[0]  # the key that set it
     assert verify_run(run_of(prefill, decode), TRUSTED).verdict is Verdict.PASS
+
+
+def spec(**extra: Any) -> CheckResult:
+    """A spec_decode PASS judged against main's three stored reruns of 1.8 tokens per verify (floor 1.71)."""
+    s = stats(greedy_violations=0, unexplained_divergences=0, sampled_p_value=0.4, accept_length=1.75)
+    s.update(main_accept_length=1.8, main_accept_reruns=[1.8, 1.8, 1.8], main_accept_stored=True)
+    return check("spec_decode", stats={**s, **extra})
+
+
+def test_spec_decode_acceptance_is_rederived_from_mains_stored_reruns() -> None:
+    assert verify_run(run_of(spec()), TRUSTED).verdict is Verdict.PASS
+    # Main's reruns, not the claimed floor or mean, decide: a PASS below the floor they give does not hold.
+    for forged, field in [
+        (spec(accept_length=1.70, main_accept_floor=1.5), "accept_length is below the floor main_accept_reruns"),
+        (spec(accept_length=1.70, main_accept_length=1.6), "accept_length is below the floor main_accept_reruns"),
+        (spec(main_accept_reruns=[1.8, "x"]), "stats.main_accept_reruns.1 is 'x', not a number"),
+        (spec(main_accept_reruns=[]), "stats.main_accept_reruns is not a list of main's figures"),
+        (spec(main_accept_reruns=None, accept_length=1.70), "accept_length fell more than the tolerance"),
+    ]:
+        verified = verify_run(run_of(forged), TRUSTED)
+        assert verified.verdict is Verdict.INCONCLUSIVE and field in verified.checks[0].reasons[0], forged.stats
+    # A noisy main's spread allows more than 5 %: a PASS inside it holds.
+    assert verify_run(run_of(spec(accept_length=1.5, main_accept_reruns=[1.5, 1.9, 2.3])), TRUSTED).verdict is (
+        Verdict.PASS
+    )
