@@ -152,6 +152,17 @@ def load_helpers(store: Store, meta: RunMeta) -> HelperRuns | None:
     return HelperRuns.from_stored(extra, load_arrays(store, meta, ARRAYS), f"{store.uri}/{meta.prefix}")
 
 
+def params_diff(recorded: Any, wanted: Mapping[str, Any]) -> str:
+    """``"key main's vs this run's"`` for each parameter that differs (``recorded`` as stored: a mapping, or
+    anything else read as empty)."""
+    theirs = recorded if isinstance(recorded, Mapping) else {}
+    return ", ".join(
+        f"{k} {theirs.get(k)} vs {wanted.get(k)}"
+        for k in sorted(set(theirs) | set(wanted))
+        if theirs.get(k) != wanted.get(k)
+    )
+
+
 def select_helper_baseline(
     store: Store, model: str, signature: str, params: Mapping[str, Any]
 ) -> tuple[RunMeta, HelperRuns] | tuple[None, str]:
@@ -175,15 +186,9 @@ def select_helper_baseline(
         return None, f"{HELPERS_CORRUPT}: {', '.join(corrupt)} (skipped; see the warning on stderr)"
     if with_helpers:
         other = with_helpers[0].extra["helpers"].get("params")
-        theirs = other if isinstance(other, Mapping) else {}
-        diff = ", ".join(
-            f"{k} {theirs.get(k)} vs {wanted.get(k)}"
-            for k in sorted(set(theirs) | set(wanted))
-            if theirs.get(k) != wanted.get(k)
-        )
         return None, (
-            f"{SIZES_DIFFER} ({diff}, main's vs this run's): the newest helper baseline ({with_helpers[0].run_id}) "
-            f"was recorded with suite parameters {other}, this run uses {wanted}"
+            f"{SIZES_DIFFER} ({params_diff(other, wanted)}, main's vs this run's): the newest helper baseline "
+            f"({with_helpers[0].run_id}) was recorded with suite parameters {other}, this run uses {wanted}"
         )
     if runs:
         return None, f"the baseline {runs[0].run_id} has no helper reruns (record with --reruns R)"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from precisionbot.baselines.catalog import list_runs
-from precisionbot.baselines.helper_reruns import helper_params
+from precisionbot.baselines.helper_reruns import helper_params, params_diff
 from precisionbot.baselines.record import META_NAME, RunMeta
 from precisionbot.baselines.skips import warn_skipped
 from precisionbot.baselines.store import CorruptObject, Store
@@ -161,11 +161,7 @@ def select_acceptance(
         entry = recorded[0].extra[KEY]
         other = entry.get("params") if isinstance(entry, Mapping) else None
         theirs = other if isinstance(other, Mapping) else {}
-        diff = ", ".join(
-            f"{k} {theirs.get(k)} vs {wanted.get(k)}"
-            for k in sorted(set(theirs) | set(wanted))
-            if theirs.get(k) != wanted.get(k)
-        )
+        diff = params_diff(theirs, wanted)
         return None, (
             f"{SIZES_DIFFER} ({diff or 'unreadable parameters'}, main's vs this run's): the newest "
             f"({recorded[0].run_id}) was recorded with {dict(sorted(theirs.items()))}, this run uses "
