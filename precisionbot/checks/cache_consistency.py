@@ -5,7 +5,7 @@ timing-jitter kernel, which belongs in the engine's own test process).
 1. Each of ``prefixes`` corpus prompts is continued greedily for ``new_tokens`` (its baseline), with top-k.
 2. Without a flush (so they reuse what the baselines left in the prefix cache, prefill- and decode-written),
    ``cuts`` requests per prefix restart from ``prefix + baseline[:cut]`` for random cuts and decode out to
-   the baseline's length, shuffled into mixed batches.
+   the baseline's length, shuffled, in mixed batches of one restart per prefix (the control's batches, below).
 3. Every position scored by two or more requests is compared with the baseline's observation. Past a
    request's first token that differs from the baseline its context differs, so it is no longer recorded
    (the divergence itself is: its top-k is the signal).
@@ -18,8 +18,11 @@ baseline's computation even without a cache (a hybrid model folds the recurrent 
 left open in bf16; the baseline decoded those tokens one by one), and ``match`` cannot see that when its
 generations never leave one chunk. So the default profile also runs every restart once more, after a flush
 and one restart per prefix per call (no cache hit possible), and stores that control's mean k3 as
-``nocache_mean_k3``: what restarting costs a correct engine. A constrained pool (SGLang
-``--max-total-tokens``) adds evictions between.
+``nocache_mean_k3``: what restarting costs a correct engine. The cache path is sent in the same calls (without
+the flushes), so the two differ only by the cache: on an engine whose numerics depend on the batch, restarts
+sent all at once against a control sent per prefix measured the batch, not the cache (vLLM's CPU build in
+bf16, a sliding-window model: 6.6e-6 against a control of 3.0e-8, then 9.4e-7 against 9.4e-7). A constrained
+pool (SGLang ``--max-total-tokens``) adds evictions between.
 """
 
 from __future__ import annotations
@@ -107,7 +110,14 @@ def check_cache_consistency(ctx: CheckContext) -> CheckOutput:
     plan = [plan[i] for i in rng.permutation(len(plan))]
     ctx.progress.phase(f"{NAME}: {len(plan)} restarts from cuts")
     reqs = [_request(tuple(prefixes[j]) + base[j].output_ids[:c], new - c, o.top_k) for j, c in plan]
-    restarts = ctx.engine.generate(reqs, progress=ctx.progress.advance)
+    # In the control's rounds (one restart per prefix per call), without its flushes: the two then differ only by
+    # the cache. Sent all at once, the restarts ran in batches the control never had, and an engine whose
+    # numerics depend on the batch (vLLM's CPU build in bf16) read that as the cache's error.
+    by_index: dict[int, Generation] = {}
+    for members in _rounds(plan):
+        gens = ctx.engine.generate([reqs[r] for r in members], progress=ctx.progress.advance)
+        by_index.update(zip(members, gens, strict=True))
+    restarts = [by_index[r] for r in range(len(reqs))]
     for r, ((j, c), g) in enumerate(zip(plan, restarts, strict=True)):
         record(obs, r, j, len(prefixes[j]) + c, g, base[j].output_ids[c:])
     hits = sum(g.cached_tokens > 0 for g in restarts)
@@ -132,16 +142,11 @@ def _nocache_control(
     that reports a hit anyway is left out, so the control never carries a cache bug into the noise it sets.
     """
     ctx.progress.phase(f"{NAME}: {len(plan)} restarts without the cache (noise control)")
-    rounds: dict[int, list[int]] = defaultdict(list)
-    seen: dict[int, int] = defaultdict(int)
-    for r, (j, _) in enumerate(plan):
-        rounds[seen[j]].append(r)
-        seen[j] += 1
     obs: dict[tuple[int, int], list[Obs]] = defaultdict(list)
     for j, (p, g) in enumerate(zip(prefixes, base, strict=True)):
         record(obs, -1 - j, j, len(p), g, None)
     hits = 0
-    for members in rounds.values():
+    for members in _rounds(plan):
         ctx.engine.flush_cache()
         gens = ctx.engine.generate([reqs[r] for r in members], progress=ctx.progress.advance)
         for r, g in zip(members, gens, strict=True):
@@ -157,6 +162,16 @@ def _nocache_control(
     k3 = [metrics.k3(a.lp_ref - a.lp_test) for a in aligned]
     sample_ids = np.concatenate([np.full(len(k), i) for i, k in enumerate(k3)])
     return float(metrics.sglang_mean_k3(np.concatenate(k3), sample_ids)), hits
+
+
+def _rounds(plan: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """The plan's restarts (indices, in plan order) grouped so that each group holds at most one per prefix."""
+    rounds: dict[int, list[int]] = defaultdict(list)
+    seen: dict[int, int] = defaultdict(int)
+    for r, (j, _) in enumerate(plan):
+        rounds[seen[j]].append(r)
+        seen[j] += 1
+    return list(rounds.values())
 
 
 def _pairs(obs: dict[tuple[int, int], list[Obs]]) -> dict[int, list[tuple[int, Obs, Obs]]]:
