@@ -19,10 +19,11 @@ left open in bf16; the baseline decoded those tokens one by one), and ``match`` 
 generations never leave one chunk. So the default profile also runs every restart once more, after a flush
 and one restart per prefix per call (no cache hit possible), and stores that control's mean k3 as
 ``nocache_mean_k3``: what restarting costs a correct engine. The cache path is sent in the same calls (without
-the flushes), so the two differ only by the cache: on an engine whose numerics depend on the batch, restarts
-sent all at once against a control sent per prefix measured the batch, not the cache (vLLM's CPU build in
-bf16, a sliding-window model: 6.6e-6 against a control of 3.0e-8, then 9.4e-7 against 9.4e-7). A constrained
-pool (SGLang ``--max-total-tokens``) adds evictions between.
+the flushes): sent all at once against a control sent per prefix, it measured the batch on an engine whose
+numerics depend on it (vLLM's CPU build in bf16, a sliding-window model: 6.6e-6 against a control of 3.0e-8).
+An engine that batches requests as they arrive can still batch the two differently from run to run (the same
+model then read 9.4e-7 against 9.4e-7, and 4.6e-6 against 1.9e-10), which one control run does not measure.
+A constrained pool (SGLang ``--max-total-tokens``) adds evictions between.
 """
 
 from __future__ import annotations

@@ -167,9 +167,10 @@ def test_clean_swa_hybrid_server_passes_the_helpers_with_cache_hits(
 ) -> None:
     url, live = swa_server
     live.write_text("")
-    # cache_consistency too: its restarts once ran in batches its no-cache control never had, and this bf16
-    # model's batch-dependent roundings failed it (6.6e-6 against 3.0e-8); in the control's batches both agree.
-    code, result = _check(url, HELPERS, tmp_path / "out", capsys)
+    # Not cache_consistency: on this bf16 model a restart's noise is about 5e-6 in whichever of its two arms vLLM
+    # happens to batch differently, and 1e-10 in the other, so its 4x-the-control rule with the 1e-6 floor fails
+    # it one run in two (benchmarks/RESULTS.md, "The sliding-window path").
+    code, result = _check(url, SWA_HELPERS, tmp_path / "out", capsys)
     by_name = checks_by_name(result)
     assert code == 0, by_name
     for name in ("prefill_cache_hit", "decode_cache_hit"):
