@@ -168,8 +168,8 @@ def test_clean_swa_hybrid_server_passes_the_helpers_with_cache_hits(
     url, live = swa_server
     live.write_text("")
     # Not cache_consistency: on this bf16 model a restart's noise is about 5e-6 in whichever of its two arms vLLM
-    # happens to batch differently, and 1e-10 in the other, so its 4x-the-control rule with the 1e-6 floor fails
-    # it one run in two (benchmarks/RESULTS.md, "The sliding-window path").
+    # happens to batch differently, and 1e-10 in the other, so its 4x-the-control rule with the 1e-6 floor failed
+    # it in one of two runs at these sizes (benchmarks/RESULTS.md, "The sliding-window path").
     code, result = _check(url, SWA_HELPERS, tmp_path / "out", capsys)
     by_name = checks_by_name(result)
     assert code == 0, by_name
