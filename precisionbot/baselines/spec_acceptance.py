@@ -6,9 +6,13 @@ tokens) are kept in ``meta.json``'s ``extra.spec_acceptance``, with the mean acc
 they give and the parameters they depend on: the suite's samples, new tokens, prompt lengths, corpus and seed
 (the prompts and how long each is generated), and the spec arm's ``speculative_algorithm`` and
 ``speculative_num_draft_tokens`` where its ``/server_info`` says them (SGLang's and the builtin engine's; None
-otherwise). A PR's ``spec_decode`` is judged against the newest good run of its signature whose parameters are
-the same (``scoring.spec_rules``). The entry is versioned (``VERSION``); a run recorded before it has none and
-reads as "no acceptance recorded". Pure apart from :func:`select_acceptance`, which reads a ``Store``.
+otherwise). Where the engine reports acceptance per request (SGLang's ``meta_info``, the builtin engine's), each
+rerun also keeps every sample's counters and a digest of the text it generated (``samples``: rows of ``[text,
+verify_steps, drafts, accepted]``), so a PR is compared on the samples whose text is main's
+(``scoring.spec_rules.MainAcceptance.paired``). A PR's ``spec_decode`` is judged against the newest good run of
+its signature whose parameters are the same (``scoring.spec_rules``). The entry is versioned (``VERSION``; the
+per-sample rows are optional, so a version 1 entry without them still reads); a run recorded before it has
+none and reads as "no acceptance recorded". Pure apart from :func:`select_acceptance`, which reads a ``Store``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from precisionbot.baselines.skips import warn_skipped
 from precisionbot.baselines.store import CorruptObject, Store
 from precisionbot.config import SuiteConfig
 from precisionbot.metrics.rerun_stats import MIN_RERUNS
-from precisionbot.scoring.spec_rules import Acceptance, MainAcceptance
+from precisionbot.scoring.spec_rules import Acceptance, MainAcceptance, SampleAcceptance
 
 KEY = "spec_acceptance"
 """``meta.json`` ``extra`` (and ``stats``) key."""
@@ -58,6 +62,8 @@ class AcceptanceReruns:
 
     params: Mapping[str, Any]
     reruns: tuple[Acceptance, ...]
+    samples: tuple[tuple[SampleAcceptance, ...], ...] = ()
+    """Per rerun, each sample's counters and text digest; empty when the engine has no per-request counters."""
 
     @property
     def lengths(self) -> tuple[float, ...]:
@@ -69,7 +75,7 @@ class AcceptanceReruns:
 
     def main(self, baseline: str) -> MainAcceptance:
         """Main's figure for judging a PR (``scoring.spec_rules``)."""
-        return MainAcceptance(self.lengths, self.rates, stored=True, baseline=baseline)
+        return MainAcceptance(self.lengths, self.rates, stored=True, baseline=baseline, samples=self.samples)
 
     def summary(self) -> dict[str, Any]:
         """For ``meta.json`` ``stats``: reruns and the mean, lowest and highest mean accepted length, mean rate."""
@@ -83,20 +89,19 @@ class AcceptanceReruns:
         }
 
     def to_extra(self) -> dict[str, Any]:
-        return {
-            "version": VERSION,
-            "params": dict(self.params),
-            "reruns": [
-                {
-                    "verify_steps": a.verify_steps,
-                    "drafts": a.drafts,
-                    "accepted": a.accepted,
-                    "accept_length": a.mean_length,
-                    "accept_rate": a.rate,
-                }
-                for a in self.reruns
-            ],
-        }
+        rows: list[dict[str, Any]] = [
+            {
+                "verify_steps": a.verify_steps,
+                "drafts": a.drafts,
+                "accepted": a.accepted,
+                "accept_length": a.mean_length,
+                "accept_rate": a.rate,
+            }
+            for a in self.reruns
+        ]
+        for row, samples in zip(rows, self.samples, strict=False):
+            row["samples"] = [[s.text, s.counts.verify_steps, s.counts.drafts, s.counts.accepted] for s in samples]
+        return {"version": VERSION, "params": dict(self.params), "reruns": rows}
 
     @classmethod
     def from_extra(cls, extra: Any, where: str) -> AcceptanceReruns:
@@ -116,7 +121,32 @@ class AcceptanceReruns:
                 f"stored acceptance {where} has {len(rows)} rerun(s); main's spread needs at least {MIN_RERUNS}"
             )
         reruns = tuple(_rerun(row, f"{where} rerun {i + 1}") for i, row in enumerate(rows))
-        return cls(params=dict(params), reruns=reruns)
+        return cls(params=dict(params), reruns=reruns, samples=_samples(rows, where))
+
+
+def _samples(rows: list[Any], where: str) -> tuple[tuple[SampleAcceptance, ...], ...]:
+    """Every rerun's per-sample rows (``[text, verify_steps, drafts, accepted]``), or none when no rerun has
+    them (an engine without per-request counters, or a run recorded before they were kept)."""
+    kept = [row.get("samples") for row in rows]
+    if all(k is None for k in kept):
+        return ()
+    out = []
+    for i, samples in enumerate(kept):
+        at = f"stored acceptance {where} rerun {i + 1} samples"
+        if not isinstance(samples, list) or not samples or len(samples) != len(kept[0] or ()):
+            raise CorruptObject(f"{at}: every rerun must list the same number of samples")
+        parsed = []
+        for j, entry in enumerate(samples):
+            if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], str)):
+                raise CorruptObject(f"{at}[{j}]: expected [text digest, verify_steps, drafts, accepted]")
+            counts = entry[1:]
+            if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+                raise CorruptObject(f"{at}[{j}]: verify_steps, drafts, accepted must be whole numbers ≥ 0")
+            if counts[2] > counts[1]:
+                raise CorruptObject(f"{at}[{j}]: more tokens accepted than drafted")
+            parsed.append(SampleAcceptance(entry[0], Acceptance(*counts)))
+        out.append(tuple(parsed))
+    return tuple(out)
 
 
 def _rerun(row: Any, where: str) -> Acceptance:

@@ -81,6 +81,9 @@ class Request:
     routed_experts: torch.Tensor | None = None
     """Set when the request ends, if it asked: int16 ``[seqlen - 1, layers, TOP_K]`` expert ids of positions
     ``[0, seqlen - 1)`` (the last output token is never forwarded), as SGLang returns them."""
+    spec_counts: list[int] | None = None
+    """Speculative decoding: this request's verify steps, drafted and accepted tokens (SGLang's per-request
+    ``spec_verify_ct``, ``spec_draft_token_num``, ``spec_accept_token_num``); None on an engine without it."""
     error: str | None = None
     generator: torch.Generator | None = None
     noise: torch.Generator | None = None

@@ -83,6 +83,8 @@ class Scheduler:
                 if self.options.has_fault("nondeterministic"):
                     # Seeded per request, so a rerun of the same prompt draws different noise (run-to-run).
                     req.noise = torch.Generator().manual_seed(seed * 7 + 3)
+                if self.spec is not None:
+                    req.spec_counts = [0, 0, 0]  # a request that ends at its prefill had no verify
                 self._inbox.append(req)
         self._wake.set()
 

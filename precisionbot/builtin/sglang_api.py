@@ -219,6 +219,13 @@ def response(req: Request, text_in_logprobs: bool, now: float, vocab: Vocab) -> 
         if req.logprob.token_ids_logprob:
             meta["input_token_ids_logprob"] = [None if c is None else _entries(c, texts) for c in req.input_ids_lp]
             meta["output_token_ids_logprob"] = [_entries(c, texts) for c in req.output_ids_lp[:n_out]]
+    if req.spec_counts is not None:
+        # SGLang's per-request speculative counters (its accept length counts every output token per verify).
+        verify, drafts, accepted = req.spec_counts
+        meta["spec_verify_ct"] = verify
+        meta["spec_draft_token_num"] = drafts
+        meta["spec_accept_token_num"] = accepted
+        meta["spec_accept_length"] = len(req.output_ids) / verify if verify else 0.0
     if req.routed_experts is not None:
         # SGLang's encoding: base64 of the int32 ids, flattened from [seqlen - 1, layers, top_k].
         meta["routed_experts"] = base64.b64encode(req.routed_experts.numpy().astype("<i4").tobytes()).decode("ascii")

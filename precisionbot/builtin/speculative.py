@@ -25,7 +25,8 @@ One step for a decoding request whose sequence has ``L`` tokens (options.py: ``s
 
 Counters (SGLang's names): ``spec_verify_ct`` verify steps, ``spec_draft_token_num`` drafts proposed,
 ``spec_accept_token_num`` drafts accepted; ``avg_spec_accept_length`` = tokens emitted per verify (the bonus
-included, vLLM's ``1 + accepted / drafts``). ``/server_info`` ``internal_states`` shows them.
+included, vLLM's ``1 + accepted / drafts``). ``/server_info`` ``internal_states`` shows them, and each
+request's own in its ``meta_info`` (as SGLang's does), which lets a check compare acceptance sample by sample.
 
 Faults (each one a bug class of the real spec paths):
 
@@ -287,6 +288,8 @@ class SpecDecoder:
         self.stats["spec_verify_ct"] += 1
         self.stats["spec_draft_token_num"] += len(drafts)
         self.stats["spec_accept_token_num"] += accepted
+        if req.spec_counts is not None:
+            req.spec_counts = [req.spec_counts[0] + 1, req.spec_counts[1] + len(drafts), req.spec_counts[2] + accepted]
         return accepted + 1, reason
 
     def _emit(self, req: Request, row: torch.Tensor, token: int, greedy: bool) -> dict[str, object] | None:

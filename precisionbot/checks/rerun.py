@@ -14,7 +14,7 @@ from precisionbot.baselines.helper_reruns import HelperRuns, helper_params
 from precisionbot.baselines.spec_acceptance import AcceptanceReruns, acceptance_params
 from precisionbot.checks.cache_sizes import fit_cache_sizes
 from precisionbot.checks.context import CheckContext, ProgressSink
-from precisionbot.checks.spec_decode import arm_options, launched_arm, measure_acceptance, spec_requests
+from precisionbot.checks.spec_decode import arm_options, launched_arm, measure_acceptance, per_sample, spec_requests
 from precisionbot.checks.suite import run_suite
 from precisionbot.config import Config, ModelConfig, SuiteConfig
 from precisionbot.engines.base import Engine
@@ -82,12 +82,16 @@ def rerun_acceptance(
         arm = launched_arm(engine, arms[1])
     requests = spec_requests(ctx.prompts(), ctx.suite.max_new_tokens)
     measured: list[Acceptance] = []
+    samples = []
     with arm as spec_arm:
         for i in range(reruns):
             spec_arm.flush_cache()
-            _, acceptance = measure_acceptance(spec_arm, requests)
+            gens, acceptance = measure_acceptance(spec_arm, requests)
             measured.append(acceptance)
+            samples.append(per_sample(gens))
             if on_rerun is not None:
                 on_rerun(i, acceptance)
         params = acceptance_params(ctx.suite, spec_arm.server_info().raw)
-    return AcceptanceReruns(params=params, reruns=tuple(measured))
+    # Per-sample figures only when every rerun had them (an engine reports them for every request or none).
+    kept = tuple(s for s in samples if s is not None) if all(s is not None for s in samples) else ()
+    return AcceptanceReruns(params=params, reruns=tuple(measured), samples=kept)

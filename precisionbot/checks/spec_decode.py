@@ -58,7 +58,14 @@ from precisionbot.errors import EngineError
 from precisionbot.fmt import plain
 from precisionbot.results import CheckOutput, CheckResult, SampleTokens, Verdict
 from precisionbot.scoring.k3 import AlignedSample, compare
-from precisionbot.scoring.spec_rules import SAMPLED_ALPHA, Acceptance, MainAcceptance
+from precisionbot.scoring.spec_rules import (
+    SAMPLED_ALPHA,
+    Acceptance,
+    MainAcceptance,
+    PairedAcceptance,
+    SampleAcceptance,
+    text_key,
+)
 
 NAME = "spec_decode"
 DEFAULT_ALGORITHM = "NGRAM"
@@ -104,6 +111,17 @@ def measure_acceptance(engine: Engine, requests: Sequence[GenerateRequest]) -> t
     gens = engine.generate(requests)
     after = _counters(engine)
     return gens, Acceptance(*(b - a for a, b in zip(before, after, strict=True)))
+
+
+def per_sample(gens: Sequence[Generation]) -> tuple[SampleAcceptance, ...] | None:
+    """Each sample's own acceptance and text digest, when the engine reported counters for every request
+    (SGLang's and the builtin engine's ``meta_info``); None otherwise (vLLM)."""
+    out = []
+    for g in gens:
+        if g.spec_counts is None:
+            return None
+        out.append(SampleAcceptance(text_key(g.output_ids), Acceptance(*g.spec_counts)))
+    return tuple(out)
 
 
 def arm_options(engine: Engine) -> tuple[EngineOptions, EngineOptions] | str:
@@ -312,12 +330,19 @@ def judge(
     sampled: dict[str, Any],
     *,
     acceptance_note: str | None = None,
+    samples: Sequence[SampleAcceptance] | None = None,
 ) -> CheckOutput:
     """One verdict from the four parts; every failed part is a reason that names it, and ``caught_by`` lists
     them (the diagnosis reads it). ``main_acceptance``: main's figure (an ``Acceptance`` is one measured in
-    the check), None when there is none to judge against; ``acceptance_note``: a last reason saying where
-    main's figure came from or why there is none."""
+    the check), None when there is none to judge against; ``samples``: the spec arm's per-sample acceptance
+    (``per_sample``), which pairs it with main's sample by sample where main has them too
+    (``MainAcceptance.paired``); ``acceptance_note``: a last reason saying where main's figure came from or
+    why there is none."""
     main = MainAcceptance.measured(main_acceptance) if isinstance(main_acceptance, Acceptance) else main_acceptance
+    paired = None if main is None else main.paired(samples)
+    by_sample = paired is not None
+    if main is not None and paired is None:  # no per-sample figures: the whole run against main's
+        paired = PairedAcceptance(main, acceptance, len(tokens["onsets"]), len(tokens["onsets"]))
     result = logprob_out.result
     reasons: list[str] = []
     caught: list[str] = []
@@ -337,13 +362,20 @@ def judge(
             f"arm where its top-2 margin exceeds {plain(tokens['tie_bound_nats'])} nats (not a near tie)"
         )
     precision_ok = not caught
-    if main is not None and main.fell(acceptance.mean_length):
+    if paired is not None and paired.fell():
         caught.append("acceptance")
         what = "outputs unchanged: a draft regression, not a precision bug" if precision_ok else "outputs changed too"
+        scope = f" {paired.scope_text()}" if paired.scope_text() else ""
         reasons.append(
-            f"acceptance: acceptance fell {main.length:.2f} → {acceptance.mean_length:.2f} tokens "
-            f"per verify (rate {main.rate:.2f} → {acceptance.rate:.2f}; {main.tolerance_text()}), {what}"
+            f"acceptance: acceptance fell {paired.main.length:.2f} → {paired.pr.mean_length:.2f} tokens per verify"
+            f"{scope} (rate {paired.main.rate:.2f} → {paired.pr.rate:.2f}; {paired.main.tolerance_text()}), {what}"
         )
+    if paired is not None and not paired.judged:
+        acceptance_unjudged = (
+            f"acceptance: not judged: none of the {paired.samples} samples generated main's text, and acceptance "
+            "depends on the text (the tokens and target-logprob parts judge the change)"
+        )
+        reasons.append(acceptance_unjudged)
     if not sampled["p_value"] >= sampled["alpha"]:
         caught.append("sampled path")
         reasons.append(
@@ -372,7 +404,7 @@ def judge(
         greedy_violations=tokens["greedy_violations"],
         accept_length=acceptance.mean_length,
         accept_rate=acceptance.rate,
-        **_main_stats(main),
+        **_main_stats(paired, by_sample),
         sampled_p_value=sampled["p_value"],
         caught_by=sorted(set(caught), key=caught.index),
     )
@@ -384,7 +416,8 @@ def judge(
             *(f"target logprobs: {r}" for r in result.reasons),
             f"tokens: {tokens['identical_samples']} of {len(tokens['onsets'])} samples identical, every divergence "
             "at a near tie",
-            f"acceptance: {acceptance.mean_length:.2f} tokens per verify" + _main_words(main),
+            _acceptance_words(acceptance, paired),
+            *([acceptance_unjudged] if paired is not None and not paired.judged else []),
             f"sampled path: p = {sampled['p_value']:.2g} ≥ alpha {sampled['alpha']:g} ({sampled['draws']} draws)",
             *sampled_notes,
         ]
@@ -399,26 +432,43 @@ def judge(
     )
 
 
-def _main_stats(main: MainAcceptance | None) -> dict[str, Any]:
+def _main_stats(paired: PairedAcceptance | None, by_sample: bool) -> dict[str, Any]:
     """``main_accept_length`` / ``_rate`` (None: nothing to judge against), and the figures the comment side
-    re-derives the floor from: ``main_accept_reruns`` (one per rerun, one entry for a figure measured here)."""
-    if main is None:
+    re-derives the floor from: ``main_accept_reruns`` (one per rerun, one entry for a figure measured here)
+    and, when the samples were paired (``by_sample``), ``accept_length_compared``, the PR's over the
+    ``accept_samples_compared`` samples whose text is main's (else the PR's figure is ``accept_length``)."""
+    if paired is None:
         return {"main_accept_length": None, "main_accept_rate": None}
-    return {
+    if not paired.judged:
+        return {"main_accept_length": None, "main_accept_rate": None, "accept_samples_compared": 0}
+    main = paired.main
+    out = {
         "main_accept_length": main.length,
         "main_accept_rate": main.rate,
         "main_accept_reruns": list(main.lengths),
         "main_accept_floor": main.floor,
         "main_accept_stored": main.stored,
     }
+    if by_sample:
+        out |= {"accept_length_compared": paired.pr.mean_length, "accept_samples_compared": paired.compared}
+    return out
 
 
-def _main_words(main: MainAcceptance | None) -> str:
-    if main is None:
-        return ""
-    if not main.stored:
-        return f" (main {main.length:.2f})"
-    return f" (main {main.length:.2f} over {len(main.lengths)} stored reruns; floor {main.floor:.2f})"
+def _acceptance_words(acceptance: Acceptance, paired: PairedAcceptance | None) -> str:
+    """The acceptance part of a passing run's reasons: the PR's figure over the samples compared, main's."""
+    whole = f"{acceptance.mean_length:.2f} tokens per verify"
+    if paired is None or not paired.judged:
+        return f"acceptance: {whole}"
+    main = paired.main
+    of_main = f"main {main.length:.2f}"
+    if main.stored:
+        of_main += f" over {len(main.lengths)} stored reruns; floor {main.floor:.2f}"
+    if not paired.scope_text():
+        return f"acceptance: {whole} ({of_main})"
+    return (
+        f"acceptance: {paired.pr.mean_length:.2f} tokens per verify {paired.scope_text()} ({of_main}); "
+        f"{acceptance.mean_length:.2f} over all {paired.samples}"
+    )
 
 
 def check_spec_decode(ctx: CheckContext) -> CheckOutput:
@@ -452,10 +502,12 @@ def check_spec_decode(ctx: CheckContext) -> CheckOutput:
             ctx.progress.phase(f"{NAME}: main's acceptance")
             with launched_arm(ctx.engine, main_options) as main_arm:
                 main_arm.flush_cache()
-                _, main_acceptance = measure_acceptance(main_arm, requests)
+                main_gens, main_counts = measure_acceptance(main_arm, requests)
+            main_acceptance = MainAcceptance.measured(main_counts, per_sample(main_gens))
             note = f"acceptance: main's figure is the clean engine's spec arm, run here (no stored figure: {stored})"
         else:
-            main_acceptance = acceptance  # no spec fault: this spec arm is the clean engine's
+            # No spec fault: this spec arm is the clean engine's.
+            main_acceptance = MainAcceptance.measured(acceptance, per_sample(spec_gens))
             note = f"acceptance: main's figure is this clean spec arm's own (no stored figure: {stored})"
     aligned, tokens = greedy_parts(plain_gens, spec_gens, prompts)
     limits = ctx.thresholds.for_check("match")
@@ -464,7 +516,8 @@ def check_spec_decode(ctx: CheckContext) -> CheckOutput:
     pairs = enumerate(zip(prompts, plain_gens, strict=True))
     samples = {i: SampleTokens(tuple(p) + g.output_ids, len(p)) for i, (p, g) in pairs}
     out = dataclasses.replace(compare(NAME, aligned, limits, extra=extra), samples=samples)
-    judged = judge(out, tokens, acceptance, main_acceptance, sampled, acceptance_note=note)
+    own = per_sample(spec_gens)
+    judged = judge(out, tokens, acceptance, main_acceptance, sampled, acceptance_note=note, samples=own)
     return judged if isinstance(stored, MainAcceptance) else _skipped(judged, stored)
 
 
@@ -492,7 +545,7 @@ def _check_two_servers(ctx: CheckContext, spec_arm: Engine) -> CheckOutput:
     out = compare(NAME, aligned, ctx.thresholds.for_check("match"), extra=extra)
     stored = stored_main(ctx, spec_arm)
     if isinstance(stored, MainAcceptance):
-        return judge(out, tokens, acceptance, stored, sampled)
+        return judge(out, tokens, acceptance, stored, sampled, samples=per_sample(spec_gens))
     note = f"acceptance: not judged (no stored figure of main's: {stored}; the mean accepted length is reported)"
     return _skipped(judge(out, tokens, acceptance, None, sampled, acceptance_note=note), stored)
 

@@ -94,6 +94,10 @@ class Generation:
     """``[seqlen - 1, layers x top_k]`` expert ids of positions ``[0, seqlen - 1)`` of prompt + output, when
     asked and returned (SGLang's flat ``[tokens, layers, top_k]``, split into tokens only: the answer does not
     say the layer count); None when not asked or the engine did not return them."""
+    spec_counts: tuple[int, int, int] | None = None
+    """Speculative decoding, this request's own (verify steps, drafted tokens, accepted drafted tokens) when the
+    engine reports them per request (SGLang's ``meta_info``); None otherwise (vLLM keeps only server-wide
+    counters)."""
 
 
 @dataclass(frozen=True)

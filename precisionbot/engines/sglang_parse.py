@@ -47,6 +47,14 @@ class _TextEntry(msgspec.Struct, array_like=True, gc=False):
     text: str | None = None
 
 
+_SPEC_DRAFT_NAMES = (
+    ("spec_draft_token_num", "spec_accept_token_num"),
+    ("spec_num_proposed_drafts", "spec_num_correct_drafts"),
+)
+"""SGLang's per-request (drafted, accepted) counts, by release."""
+_SPEC_FIELDS = ("spec_verify_ct", *(name for pair in _SPEC_DRAFT_NAMES for name in pair))
+
+
 def _answer_type(entry: type, input_entry: Any = None, input_row: Any = None) -> Any:
     """The typed answer: ``entry`` for the token logprobs; the input positions' entries and top-k rows may
     be given other types (``msgspec.Raw``: left as their bytes)."""
@@ -62,6 +70,7 @@ def _answer_type(entry: type, input_entry: Any = None, input_row: Any = None) ->
             ("input_top_logprobs", list[input_row or list[_Entry] | None] | None, None),  # type: ignore[misc]
             ("output_top_logprobs", list[list[_Entry] | None] | None, None),
             ("routed_experts", Any, None),
+            *((name, Any, None) for name in _SPEC_FIELDS),
         ],
         gc=False,
     )
@@ -90,6 +99,7 @@ _META_FIELDS = (
     "input_top_logprobs",
     "output_top_logprobs",
     "routed_experts",
+    *_SPEC_FIELDS,
 )
 
 
@@ -380,7 +390,31 @@ def parse_generation(answer: Any, request: GenerateRequest, index: int) -> Gener
         routed_experts=_routed(meta.get("routed_experts"), index, prompt_tokens + completion - 1)
         if request.return_routed_experts
         else None,
+        spec_counts=_spec_counts(meta, index),
     )
+
+
+def _spec_counts(meta: Mapping[str, Any], index: int) -> tuple[int, int, int] | None:
+    """SGLang's per-request speculative counters (verify steps, drafted, accepted), under either of its names
+    for the draft counts (``spec_draft_token_num`` / ``spec_accept_token_num``, newer releases'
+    ``spec_num_proposed_drafts`` / ``spec_num_correct_drafts``); None when the answer has no verify count or
+    no draft counts (a server without speculation, or a release that reports only ``spec_verify_ct``)."""
+    verify = meta.get("spec_verify_ct")
+    if verify is None:
+        return None
+    names = next(
+        (pair for pair in _SPEC_DRAFT_NAMES if meta.get(pair[0]) is not None and meta.get(pair[1]) is not None), None
+    )
+    if names is None:
+        return None
+    counts = (
+        _int(verify, index, "meta_info.spec_verify_ct"),
+        _int(meta[names[0]], index, f"meta_info.{names[0]}"),
+        _int(meta[names[1]], index, f"meta_info.{names[1]}"),
+    )
+    if counts[2] > counts[1]:
+        raise answer_error(index, f"meta_info.{names[1]}", f"is {counts[2]}, more than the {counts[1]} drafted")
+    return counts
 
 
 def _routed(value: Any, index: int, tokens: int) -> npt.NDArray[np.int32] | None:

@@ -206,7 +206,8 @@ def routing_cell(c: CheckResult) -> str:
 
 
 def acceptance_cell(c: CheckResult) -> str:
-    """``spec_decode``'s mean accepted length (tokens per verify), main → PR when main's is known."""
+    """``spec_decode``'s mean accepted length (tokens per verify), main → PR when main's is known, over the
+    samples compared (those whose text is main's, when the engine reports acceptance per request)."""
     pr, main = c.stats.get("accept_length"), c.stats.get("main_accept_length")
     if c.name != "spec_decode" or not isinstance(pr, int | float):
         return ""
@@ -214,6 +215,15 @@ def acceptance_cell(c: CheckResult) -> str:
     unused = ""
     if isinstance(skipped, Mapping) and skipped.get("brief"):  # a stored figure was set up, yet not used
         unused = f" (main's stored figure not used: {prose(str(skipped['brief']))})"
+    compared, samples = c.stats.get("accept_samples_compared"), c.stats.get("arm_samples")
+    if compared == 0:
+        return f"acceptance {pr:.2f} tokens (not judged: no sample kept main's text){unused}"
+    partial = isinstance(compared, int) and isinstance(samples, int) and compared < samples
+    judged = c.stats.get("accept_length_compared", pr)
+    if partial and isinstance(judged, int | float):
+        scope = f" on the {compared} of {samples} samples with main's text"
+        shown = f"{main:.2f} → {judged:.2f}" if isinstance(main, int | float) and main != judged else f"{judged:.2f}"
+        return f"acceptance {shown} tokens{scope}{unused}"
     if isinstance(main, int | float) and main != pr:
         return f"acceptance {main:.2f} → {pr:.2f} tokens{unused}"
     return f"acceptance {pr:.2f} tokens{unused}"

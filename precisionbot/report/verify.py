@@ -249,18 +249,20 @@ def _spec_decode(check: CheckResult, limits: ThresholdSet, match: CheckResult | 
         raise _Contradiction(f"stats.sampled_p_value is below the sampled-path alpha {SAMPLED_ALPHA:g}")
     # Main's figures: its reruns when the check kept them (the floor is re-derived from them with the trusted
     # rule, scoring.spec_rules.acceptance_floor), else its one figure (the 5 % tolerance).
+    # The PR's figure over the samples compared with main's (those whose text is main's), else its whole run's.
+    pr_key = "accept_length_compared" if "accept_length_compared" in stats else "accept_length"
     reruns = stats.get("main_accept_reruns")
     if reruns is not None:
         if not isinstance(reruns, list) or not 0 < len(reruns) <= 10_000:
             raise _Contradiction("stats.main_accept_reruns is not a list of main's figures")
         figures = {str(i): v for i, v in enumerate(reruns)}
         lengths = [_number(figures, key, where="stats.main_accept_reruns") for key in figures]
-        if acceptance_fell(_number(stats, "accept_length"), lengths):
-            raise _Contradiction("stats.accept_length is below the floor main_accept_reruns give")
+        if acceptance_fell(_number(stats, pr_key), lengths):
+            raise _Contradiction(f"stats.{pr_key} is below the floor main_accept_reruns give")
         return
     main = _optional(stats, "main_accept_length", _number, None)
-    if main is not None and acceptance_fell(_number(stats, "accept_length"), main):
-        raise _Contradiction("stats.accept_length fell more than the tolerance below main_accept_length")
+    if main is not None and acceptance_fell(_number(stats, pr_key), main):
+        raise _Contradiction(f"stats.{pr_key} fell more than the tolerance below main_accept_length")
 
 
 RULES: Mapping[str, Callable[[CheckResult, ThresholdSet, CheckResult | None], None]] = {

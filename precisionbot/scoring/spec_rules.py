@@ -17,14 +17,25 @@ there are few reruns (Student's t with R - 1 degrees of freedom), which "the low
 does not: with 3 reruns the lowest is a poor estimate of how low main goes, and no margin states a false-alarm
 rate. On an engine whose reruns agree to the bit (the builtin engine's, one process) ``s`` is 0 and the 5 %
 tolerance alone applies, as before.
+
+**Which samples.** Acceptance is a function of the text: with greedy verification the emitted tokens are the
+target's argmax, and an n-gram proposer drafts from the text, so a PR whose numerics move a near tie changes
+what is drafted after it and moves acceptance with no draft at fault (measured on the builtin engine: a harmless
+fp8-scaled attention fell 1.81 → 1.62 over 4 samples, three of whose texts had changed). Where the engine
+reports acceptance per request (SGLang's ``meta_info``, the builtin engine's) and main's per-sample figures are
+known, the rule compares only the samples whose generated text is main's in every rerun
+(:meth:`MainAcceptance.paired`): a draft regression shows there in full, and a changed text is judged by the
+check's token and target-logprob parts, not twice. Without per-request figures (vLLM's server-wide
+``/metrics``) the whole run is compared, as before.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from precisionbot.metrics.rerun_stats import t_ppf
@@ -55,6 +66,28 @@ class Acceptance:
     @property
     def rate(self) -> float:
         return self.accepted / self.drafts if self.drafts else 0.0
+
+
+def pooled(counts: Iterable[Acceptance]) -> Acceptance:
+    """The counters of several requests (or runs) added up: one figure over all their verify steps."""
+    verify = drafts = accepted = 0
+    for c in counts:
+        verify, drafts, accepted = verify + c.verify_steps, drafts + c.drafts, accepted + c.accepted
+    return Acceptance(verify, drafts, accepted)
+
+
+def text_key(output_ids: Sequence[int]) -> str:
+    """A short digest of a sample's generated token ids: what says two runs generated the same text (stored
+    with main's per-sample acceptance instead of the tokens themselves)."""
+    return hashlib.sha256(",".join(map(str, output_ids)).encode("ascii")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SampleAcceptance:
+    """One sample's acceptance counters and the digest of the text it generated (:func:`text_key`)."""
+
+    text: str
+    counts: Acceptance
 
 
 def acceptance_floor(main_lengths: Sequence[float]) -> float:
@@ -96,11 +129,31 @@ class MainAcceptance:
     """True: main's reruns stored with the golden baseline; False: measured in this check."""
     baseline: str | None = None
     """The stored baseline's run id."""
+    samples: tuple[tuple[SampleAcceptance, ...], ...] = ()
+    """Per rerun, each sample's counters and text, where the engine reported them per request (else empty)."""
 
     @classmethod
-    def measured(cls, acceptance: Acceptance) -> MainAcceptance:
-        """One figure measured in the check itself (the clean builtin engine's spec arm)."""
-        return cls((acceptance.mean_length,), (acceptance.rate,))
+    def measured(cls, acceptance: Acceptance, samples: Sequence[SampleAcceptance] | None = None) -> MainAcceptance:
+        """One figure measured in the check itself (the clean builtin engine's spec arm), with its per-sample
+        figures when the engine gave them."""
+        return cls((acceptance.mean_length,), (acceptance.rate,), samples=(tuple(samples),) if samples else ())
+
+    def paired(self, pr: Sequence[SampleAcceptance] | None) -> PairedAcceptance | None:
+        """Main's and the PR's acceptance over the samples whose text is main's in every rerun (module
+        docstring); None when either side lacks per-sample figures, or they are of other sample counts (the
+        whole run is compared then)."""
+        if not pr or not self.samples or any(len(rerun) != len(pr) for rerun in self.samples):
+            return None
+        same = [i for i, s in enumerate(pr) if all(rerun[i].text == s.text for rerun in self.samples)]
+        pr_counts = pooled(pr[i].counts for i in same)
+        reruns = [pooled(rerun[i].counts for i in same) for rerun in self.samples]
+        main = MainAcceptance(
+            tuple(r.mean_length for r in reruns),
+            tuple(r.rate for r in reruns),
+            stored=self.stored,
+            baseline=self.baseline,
+        )
+        return PairedAcceptance(main=main, pr=pr_counts, compared=len(same), samples=len(pr))
 
     @property
     def length(self) -> float:
@@ -128,3 +181,27 @@ class MainAcceptance:
             else f"their spread (alpha {ACCEPT_ALPHA:g}), wider than {100 * ACCEPT_REL_TOL:g} %"
         )
         return f"below the floor {self.floor:.2f}: main's {len(self.lengths)} stored reruns less {by}"
+
+
+@dataclass(frozen=True)
+class PairedAcceptance:
+    """Main's and the PR's acceptance over the ``compared`` of ``samples`` samples whose text is main's."""
+
+    main: MainAcceptance
+    pr: Acceptance
+    compared: int
+    samples: int
+
+    @property
+    def judged(self) -> bool:
+        """False when no sample kept main's text (nothing to compare: the text change is what moved)."""
+        return self.compared > 0
+
+    def fell(self) -> bool:
+        return self.judged and self.main.fell(self.pr.mean_length)
+
+    def scope_text(self) -> str:
+        """Which samples the figures are over, in words ("" when all)."""
+        if self.compared == self.samples:
+            return ""
+        return f"over the {self.compared} of {self.samples} samples whose text is main's"

@@ -23,7 +23,7 @@ from precisionbot.baselines.spec_acceptance import (
 )
 from precisionbot.baselines.store import CorruptObject, Store
 from precisionbot.config import Config
-from precisionbot.scoring.spec_rules import Acceptance
+from precisionbot.scoring.spec_rules import Acceptance, SampleAcceptance
 
 SIGNATURE = Signature.build(model="m", tp=1, corpus="c", check_params="p")
 SUITE = dataclasses.replace(Config.default().suite("pr"), samples=4, max_new_tokens=32, prompt_tokens=(64, 96))
@@ -91,6 +91,40 @@ def test_a_damaged_entry_is_corrupt_naming_what(change: Any, said: str) -> None:
     assert said in str(caught.value)
     with pytest.raises(CorruptObject, match="not an object"):
         AcceptanceReruns.from_extra([1], "here")
+
+
+def _sample(text: str, accepted: int) -> SampleAcceptance:
+    return SampleAcceptance(text, Acceptance(10, 30, accepted))
+
+
+PER_SAMPLE = dataclasses.replace(RERUNS, samples=tuple((_sample("a1b2", 8), _sample("c3d4", n)) for n in (7, 9, 7)))
+
+
+def test_per_sample_rows_round_trip_and_reach_mains_figure() -> None:
+    extra = PER_SAMPLE.to_extra()
+    assert extra["reruns"][1]["samples"] == [["a1b2", 10, 30, 8], ["c3d4", 10, 30, 9]]
+    back = AcceptanceReruns.from_extra(extra, "here")
+    assert back == PER_SAMPLE and back.main("run-1").samples == PER_SAMPLE.samples
+    # An entry without them (an engine with server-wide counters only, or an older record) still reads.
+    assert AcceptanceReruns.from_extra(RERUNS.to_extra(), "here").samples == ()
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda e: e["reruns"][1].pop("samples"), "rerun 2 samples: every rerun must list the same number"),
+        (lambda e: e["reruns"][2]["samples"].pop(), "rerun 3 samples: every rerun must list the same number"),
+        (lambda e: e["reruns"][0]["samples"][1].pop(), "rerun 1 samples[1]: expected [text digest, verify_steps"),
+        (lambda e: e["reruns"][0]["samples"][0].__setitem__(3, 31), "samples[0]: more tokens accepted than drafted"),
+        (lambda e: e["reruns"][0]["samples"][0].__setitem__(1, -1), "samples[0]: verify_steps, drafts, accepted must"),
+    ],
+)
+def test_damaged_per_sample_rows_are_corrupt_naming_the_row(change: Any, said: str) -> None:
+    extra = copy.deepcopy(PER_SAMPLE.to_extra())
+    change(extra)
+    with pytest.raises(CorruptObject, match="stored acceptance here") as caught:
+        AcceptanceReruns.from_extra(extra, "here")
+    assert said in str(caught.value)
 
 
 def _write(store: Store, entry: Any, *, label: str = "baseline_established", signature: Signature = SIGNATURE) -> str:

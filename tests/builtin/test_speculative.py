@@ -79,6 +79,12 @@ def test_exact_engine_speculates_bit_identically_and_counts_acceptance(preset: s
     assert isinstance(steps, int) and isinstance(drafts, int) and isinstance(accepted, int)
     assert 0 < accepted <= drafts and steps < len(TEXTS) * (NEW - 1)  # fewer verifies than tokens: it accepted
     assert state["avg_spec_accept_length"] == pytest.approx(1 + accepted / steps, abs=1e-6)
+    # Each request's own counters (SGLang's meta_info) add up to the server's: nothing else ran.
+    per_request = [g.spec_counts for g in spec]
+    assert all(c is not None for c in per_request) and all(g.spec_counts is None for g in plain)
+    assert tuple(map(sum, zip(*per_request, strict=True))) == (steps, drafts, accepted)  # type: ignore[arg-type]
+    # Every verify emits its accepted drafts and one token of its own; the first token comes from the prefill.
+    assert all(len(g.output_ids) == 1 + c[0] + c[2] for g, c in zip(spec, per_request, strict=True) if c)
 
 
 def test_spec_state_rollback_moves_the_hybrid_logprobs() -> None:

@@ -409,6 +409,9 @@ def test_record_stores_mains_acceptance_and_check_judges_a_draft_regression_agai
     params = stored["params"]
     assert params["samples"] == 2 and params["max_new_tokens"] == 16
     assert params["speculative_algorithm"] == "NGRAM" and params["speculative_num_draft_tokens"] == 4
+    # The builtin engine reports acceptance per request, so each rerun keeps each sample's (text, counters).
+    rows = [r["samples"] for r in stored["reruns"]]
+    assert all(len(r) == 2 and len(r[0]) == 4 for r in rows) and rows[0] == rows[1] == rows[2]
 
     out = tmp_path / "pr"
     argv = ["check", *common, "--suite", "pr", "--checks", "spec_decode", "--store", store, "--out", str(out)]
@@ -416,5 +419,6 @@ def test_record_stores_mains_acceptance_and_check_judges_a_draft_regression_agai
     (spec,) = json.loads((out / "result.json").read_text())["checks"]
     assert spec["stats"]["caught_by"] == ["acceptance"] and spec["stats"]["main_accept_stored"] is True
     assert len(spec["stats"]["main_accept_reruns"]) == 3 and spec["main_acceptance"]["baseline"] == run_id
+    assert spec["stats"]["accept_samples_compared"] == 2  # the draft's fault leaves the text main's
     (reason,) = spec["reasons"]
     assert "main's 3 stored reruns" in reason and "outputs unchanged: a draft regression, not a precision bug" in reason

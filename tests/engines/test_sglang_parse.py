@@ -243,3 +243,33 @@ def test_skipped_positions_are_counted_and_read_ones_validated(field: str, row: 
     else:  # before read_from: never read, so never judged (the positions no check compares)
         (g,) = parse_batch_bytes(content, [SKIM_REQUEST], 7, "test")
         assert np.isnan(g.input_logprobs[row])
+
+
+@pytest.mark.parametrize(
+    ("names", "counts"),
+    [
+        (("spec_draft_token_num", "spec_accept_token_num"), (5, 12, 7)),
+        (("spec_num_proposed_drafts", "spec_num_correct_drafts"), (3, 6, 0)),  # newer SGLang releases' names
+    ],
+)
+def test_per_request_speculative_counters_are_read_under_either_name(names: tuple[str, str], counts: Any) -> None:
+    answer = _valid()
+    answer["meta_info"] |= {"spec_verify_ct": counts[0], names[0]: counts[1], names[1]: counts[2]}
+    assert parse_generation(answer, REQUEST, 0).spec_counts == counts
+    # The same through the bytes path.
+    (from_bytes,) = parse_batch_bytes(orjson.dumps([answer]), [REQUEST], 0, "answer")
+    assert from_bytes.spec_counts == counts
+
+
+def test_speculative_counters_absent_or_partial_are_none_and_bad_ones_name_the_field() -> None:
+    assert parse_generation(_valid(), REQUEST, 0).spec_counts is None
+    only_verify = _valid()
+    only_verify["meta_info"]["spec_verify_ct"] = 3  # an older release: no draft counts, nothing to pair on
+    assert parse_generation(only_verify, REQUEST, 0).spec_counts is None
+    bad = _valid()
+    bad["meta_info"] |= {"spec_verify_ct": 3, "spec_draft_token_num": 4, "spec_accept_token_num": 5}
+    with pytest.raises(EngineError, match=r"meta_info.spec_accept_token_num.*more than the 4 drafted"):
+        parse_generation(bad, REQUEST, 0)
+    bad["meta_info"]["spec_accept_token_num"] = -1
+    with pytest.raises(EngineError, match=r"meta_info.spec_accept_token_num"):
+        parse_generation(bad, REQUEST, 0)

@@ -14,8 +14,11 @@ from precisionbot.scoring.spec_rules import (
     ACCEPT_REL_TOL,
     Acceptance,
     MainAcceptance,
+    SampleAcceptance,
     acceptance_fell,
     acceptance_floor,
+    pooled,
+    text_key,
 )
 
 
@@ -64,3 +67,44 @@ def test_main_acceptance_words_say_which_allowance_set_the_floor() -> None:
 def test_acceptance_counters() -> None:
     assert Acceptance(0, 0, 0).mean_length == 1.0 and Acceptance(0, 0, 0).rate == 0.0
     assert Acceptance(4, 12, 6).mean_length == 2.5 and Acceptance(4, 12, 6).rate == 0.5
+
+
+def _samples(*rows: tuple[str, int, int, int]) -> tuple[SampleAcceptance, ...]:
+    return tuple(SampleAcceptance(text, Acceptance(v, d, a)) for text, v, d, a in rows)
+
+
+def test_pairing_compares_only_the_samples_whose_text_is_mains_in_every_rerun() -> None:
+    reruns = (
+        _samples(("a", 10, 30, 18), ("b", 10, 30, 18), ("c", 10, 30, 9)),
+        _samples(("a", 10, 30, 18), ("b", 10, 30, 18), ("c", 10, 30, 9)),
+        _samples(("a", 10, 30, 18), ("b", 10, 30, 18), ("x", 10, 30, 9)),  # sample 2's text differs here
+    )
+    main = MainAcceptance((2.5, 2.5, 2.5), (0.5, 0.5, 0.5), stored=True, samples=reruns)
+    # The PR changed sample 1's text (its acceptance fell with it) and kept 0 and 2.
+    pr = _samples(("a", 10, 30, 17), ("B", 10, 30, 1), ("c", 10, 30, 9))
+    paired = main.paired(pr)
+    assert paired is not None and (paired.compared, paired.samples) == (1, 3)  # sample 2 is not main's in rerun 3
+    assert paired.main.lengths == (2.8, 2.8, 2.8) and paired.pr == Acceptance(10, 30, 17)
+    assert not paired.fell() and paired.scope_text() == "over the 1 of 3 samples whose text is main's"
+    # The whole run would have fallen: 1 + 27/30 = 1.9 against main's 2.5.
+    assert main.fell(1.9)
+
+
+def test_pairing_keeps_a_draft_regression_on_unchanged_text_and_says_when_nothing_is_comparable() -> None:
+    main = MainAcceptance.measured(Acceptance(20, 60, 36), _samples(("a", 10, 30, 18), ("b", 10, 30, 18)))
+    worse = main.paired(_samples(("a", 10, 30, 4), ("b", 10, 30, 4)))
+    assert worse is not None and worse.compared == 2 and worse.fell() and worse.scope_text() == ""
+    none_kept = main.paired(_samples(("A", 10, 30, 0), ("B", 10, 30, 0)))
+    assert none_kept is not None and not none_kept.judged and not none_kept.fell()
+
+
+def test_pairing_needs_per_sample_figures_on_both_sides_of_the_same_count() -> None:
+    with_samples = MainAcceptance.measured(Acceptance(10, 30, 18), _samples(("a", 10, 30, 18)))
+    assert MainAcceptance.measured(Acceptance(10, 30, 18)).paired(_samples(("a", 10, 30, 18))) is None
+    assert with_samples.paired(None) is None
+    assert with_samples.paired(_samples(("a", 5, 15, 9), ("b", 5, 15, 9))) is None
+
+
+def test_text_key_tells_token_lists_apart() -> None:
+    assert text_key([1, 23]) == text_key((1, 23)) != text_key([12, 3]) != text_key([1, 2, 3])
+    assert pooled([Acceptance(1, 2, 1), Acceptance(3, 4, 2)]) == Acceptance(4, 6, 3)
