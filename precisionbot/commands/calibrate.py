@@ -392,10 +392,17 @@ def render(rows: Sequence[Mapping[str, Any]], checks: Sequence[str], thresholds:
 
 
 def _acceptance(stats: Mapping[str, Any]) -> str:
+    """The PR's and main's mean accepted length over the samples compared (those whose text is main's, when the
+    run paired them), with how many when not all."""
     pr, main = stats.get("accept_length"), stats.get("main_accept_length")
     if not isinstance(pr, (int, float)):
         return ""
-    return f"; acceptance {pr:.2f}" + (f" (main {main:.2f})" if isinstance(main, (int, float)) else "")
+    compared, samples = stats.get("accept_samples_compared"), stats.get("arm_samples")
+    if compared == 0:
+        return f"; acceptance {pr:.2f} (not compared: no sample kept main's text)"
+    judged = stats.get("accept_length_compared", pr)
+    scope = f" on {compared} of {samples} samples" if isinstance(compared, int) and compared != samples else ""
+    return f"; acceptance {judged:.2f}" + (f" (main {main:.2f}{scope})" if isinstance(main, (int, float)) else "")
 
 
 def _separation_rows(

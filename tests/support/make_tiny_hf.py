@@ -2,7 +2,10 @@
 
     python make_tiny_hf.py ARCH OUT_DIR TEXT_FILE...
 
-ARCH is ``llama`` (dense, fp32), ``mistral-swa`` (every layer a 64-token sliding window, fp32),
+ARCH is ``llama`` (dense, fp32), ``llama-bigram`` (the same with text-like weights, below) and
+``llama-bigram-draft`` (``llama-bigram``'s first layer with its embeddings, final norm and unembedding, like an
+MTP head: a draft model for vLLM's ``draft_model`` speculation that agrees with its target often, not always),
+``mistral-swa`` (every layer a 64-token sliding window, fp32),
 ``qwen3-next`` (gated delta-net linear attention + gated full attention + MoE, bf16: vLLM's CPU delta-net
 kernel needs bf16 and head dims of 64), ``qwen3-next-bigram`` (the same architecture with text-like
 weights, below) or ``swa-hybrid-bigram`` (Llama layers alternating a 64-token sliding window and full attention
@@ -88,7 +91,7 @@ def config(arch: str) -> object:
         tie_word_embeddings=False,
         initializer_range=0.25,
     )
-    if arch == "llama":
+    if arch in ("llama", "llama-bigram", "llama-bigram-draft"):
         from transformers import LlamaConfig
 
         return LlamaConfig(**common, dtype="float32")
@@ -126,7 +129,8 @@ def config(arch: str) -> object:
             dtype="bfloat16",
         )
     raise SystemExit(
-        f"unknown ARCH {arch!r}: use llama, mistral-swa, qwen3-next, qwen3-next-bigram or swa-hybrid-bigram"
+        f"unknown ARCH {arch!r}: use llama, llama-bigram, llama-bigram-draft, mistral-swa, qwen3-next, "
+        "qwen3-next-bigram or swa-hybrid-bigram"
     )
 
 
@@ -188,9 +192,13 @@ def main(argv: list[str]) -> None:
     torch.manual_seed(SEED)
     cfg = config(arch)
     model = AutoModelForCausalLM.from_config(cfg)
-    if arch.endswith("-bigram"):
+    if "-bigram" in arch:
         tokenizer(texts, out)  # the bigram table is counted in its subwords
         carry_bigram(model, bigram_table(out, texts))
+    if arch.endswith("-draft"):
+        # The same seeded target, cut to its first layer: the draft shares the target's every other weight.
+        model.model.layers = model.model.layers[:1]
+        model.config.num_hidden_layers = 1
     dtype = torch.bfloat16 if arch.startswith("qwen3-next") or arch == "swa-hybrid-bigram" else torch.float32
     model = model.to(dtype)
     out.mkdir(parents=True, exist_ok=True)
