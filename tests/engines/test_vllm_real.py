@@ -10,6 +10,8 @@ speculative decoding (``--speculative-config``) as its spec arm (``--spec-engine
 pass, with acceptance read from vLLM's ``/metrics`` counters, and a verify bug planted in the spec server
 through a vLLM plugin (tests/support/vllm_spec_bugs: every drafted token accepted; the plugin reads its live
 bug from a file at every verify, so one server serves both runs) must fail it, caught by the tokens part.
+The ``draft_model`` method runs on a pair of its own (a text-like Llama and its one-layer draft), where the
+sampled path has drafts to judge.
 
 The fp32 Llama server is shared by the module, the spec server by the spec tests; each other server is started
 by its one test (vLLM starts in 1-3 min on 2 loaded cores)."""
@@ -300,3 +302,42 @@ def test_the_clean_pairs_greedy_parts_pass_and_a_planted_verify_bug_fails_on_the
     assert code == 1 and bad["verdict"] == "fail", bad
     assert "tokens" in bad["stats"]["caught_by"], bad["stats"]
     assert any(r.startswith("tokens: the spec arm emitted") for r in bad["reasons"]), bad["reasons"]
+
+
+DRAFT_MODEL = {"method": "draft_model", "num_speculative_tokens": 3}
+
+
+def test_a_draft_model_serves_greedy_parity_and_the_sampled_path_catches_its_cpu_sampling_bug(
+    vllm: VLLMInstall, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's ``draft_model`` method on its CPU build, with a locally made draft: ``llama-bigram``'s own first
+    layer (make_tiny_hf.py), so the draft agrees with the target often, and drafts exist in every context,
+    which the sampled path needs (the n-gram proposer finds none in its short contexts).
+
+    Greedy: parity and the target's logprobs hold (measured: 4 of 4 samples identical, mean k3 6e-14,
+    1.67 tokens per verify). At temperature 1 the clean server's draws are not the target's: on one context
+    whose plain draws gave the second token "." 97 times in 170, the draft-model server gave "." 0 times and a
+    control byte 64 times, seeded or not, and with ``draft_sample_method: probabilistic`` too (benchmarks/
+    RESULTS.md). That is the bug class of sglang#31214 in vLLM 0.32's CPU sampled verify, found by the sampled
+    path alone (p = 2.7e-42 and 7.9e-29 in two trial runs); a planted accept-all on the same server fails the
+    tokens part."""
+    root = tmp_path / "draft"
+    live = root / "live-bug"
+    root.mkdir()
+    live.write_text("")
+    env = {**plugins_env({"spec_bugs": _spec_plugin_dist(root / "plugin")}), "PRECISIONBOT_SPEC_BUG_FILE": str(live)}
+    target, draft = vllm.model("llama-bigram"), vllm.model("llama-bigram-draft")
+    spec_args = f"--dtype float32 --speculative-config '{json.dumps({**DRAFT_MODEL, 'model': str(draft)})}'"
+    with (
+        vllm_server(vllm, target, root / "plain", "--dtype float32") as plain,
+        vllm_server(vllm, target, root / "spec", spec_args, env=env) as spec,
+    ):
+        urls = (plain, spec, live, root / "spec" / "vllm.log")
+        _, clean = _spec_check(urls, tmp_path / "clean", capsys)
+        live.write_text("accept-all")
+        code, bad = _spec_check(urls, tmp_path / "bad", capsys)
+    stats = clean["stats"]
+    assert stats["greedy_violations"] == 0 and stats["unexplained_divergences"] == 0, stats
+    assert stats["accept_length"] > 1.2 and clean["sampled"]["drafts"] > 0, (stats, clean["sampled"])
+    assert stats["caught_by"] == ["sampled path"], clean["reasons"]
+    assert code == 1 and "tokens" in bad["stats"]["caught_by"], bad["reasons"]

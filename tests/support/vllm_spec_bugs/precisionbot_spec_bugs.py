@@ -9,9 +9,6 @@ buggy one in turn; an empty file plants nothing:
   that lets a non-greedy token through). vLLM's rejection sampler is left to run, then its output rows are
   overwritten with the drafts, so a rejected draft is emitted in place of the target's own token and the
   following positions are computed on it. Steps without drafts are untouched.
-* ``greedy-at-temperature``: verification accepts a draft when it is the target's argmax and otherwise emits the
-  argmax, at any temperature (sglang#31214): the sampler's metadata is handed to vLLM's rejection sampler marked
-  all-greedy. Temperature 0 is untouched, so only the sampled path can see it.
 
 It wraps ``vllm.v1.sample.rejection_sampler.rejection_sample``, the module function the sampler calls for each
 verify (vLLM 0.32). ``register`` prints one line so a test can tell the plugin loaded.
@@ -19,13 +16,11 @@ verify (vLLM 0.32). ``register`` prints one line so a test can tell the plugin l
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import os
 import sys
 from typing import Any
 
-BUGS = ("accept-all", "greedy-at-temperature")
+BUGS = ("accept-all",)
 
 
 def register() -> None:
@@ -35,17 +30,10 @@ def register() -> None:
     from vllm.v1.sample import rejection_sampler
 
     original = rejection_sampler.rejection_sample
-    signature = inspect.signature(original)
 
     def rejection_sample(draft_token_ids: Any, num_draft_tokens: list[int], *args: Any, **kwargs: Any) -> Any:
-        bug = _live()
-        if bug == "greedy-at-temperature":
-            bound = signature.bind(draft_token_ids, num_draft_tokens, *args, **kwargs)
-            metadata = bound.arguments["sampling_metadata"]
-            bound.arguments["sampling_metadata"] = dataclasses.replace(metadata, all_greedy=True, all_random=False)
-            return original(*bound.args, **bound.kwargs)
         out = original(draft_token_ids, num_draft_tokens, *args, **kwargs)
-        if bug != "accept-all":
+        if _live() != "accept-all":
             return out
         start = 0
         for row, n in enumerate(num_draft_tokens):
