@@ -22,12 +22,11 @@ tolerance alone applies, as before.
 target's argmax, and an n-gram proposer drafts from the text, so a PR whose numerics move a near tie changes
 what is drafted after it and moves acceptance with no draft at fault (measured on the builtin engine: a harmless
 fp8-scaled attention fell 1.81 → 1.62 over 4 samples, two of whose texts had changed, and read 1.85 = 1.85 on
-the other two). Where the engine
-reports acceptance per request (SGLang's ``meta_info``, the builtin engine's) and main's per-sample figures are
-known, the rule compares only the samples whose generated text is main's in every rerun
-(:meth:`MainAcceptance.paired`): a draft regression shows there in full, and a changed text is judged by the
-check's token and target-logprob parts, not twice. Without per-request figures (vLLM's server-wide
-``/metrics``) the whole run is compared, as before.
+the other two). Where the engine reports acceptance per request (SGLang's ``meta_info``, the builtin engine's)
+and main's per-sample figures are known, the rule compares only the samples whose generated text is main's in
+every rerun (:meth:`MainAcceptance.paired`): a draft regression shows there in full, and a changed text is
+judged by the check's token and target-logprob parts, not twice. Without per-request figures (vLLM's
+server-wide ``/metrics``) the whole run is compared, as before.
 """
 
 from __future__ import annotations
