@@ -30,11 +30,13 @@ if TYPE_CHECKING:
 DEFAULT_OUT = "precisionbot-localize"
 PATHS = ("decode", "prefill-cache-hit", "decode-cache-hit", "golden", "spec-decode")
 SPEC_URL_REFUSAL = (
-    "--path spec-decode runs on the builtin engine only (--engine builtin): it keeps a speculative arm's rows of "
-    "the tokens it emitted by the builtin engine's dump conventions (one request per forward, seq_lens the "
-    "request's length after it, the draft model's forwards not dumped), which are not established for SGLang's or "
-    "vLLM's speculative workers (their draft forwards and verify batches), so a server pair could be lined up "
-    "wrongly; localize the spec_decode failure's fault on the builtin engine, or the plain path on the server"
+    "--path spec-decode runs on the builtin engine only (--engine builtin): it compares a verify (an extend of "
+    "k+1 tokens) with a plain decode op by op, which names a bug only where the two take the same kernels bit for "
+    "bit, as the builtin engine's --enable-deterministic-inference does; vLLM has no such mode (its CPU build's "
+    "verify and decode differed by up to 4e-6 in a logprob on a clean fp32 pair, so the first op would be named "
+    "for no bug), and SGLang's speculative workers (their draft forwards and verify batches) are not mapped onto "
+    "its dumper's rows; localize the spec_decode failure's fault on the builtin engine, or compare builds with "
+    "--path golden on the server"
 )
 
 
