@@ -2,5 +2,6 @@
 
 A command resolves its arguments once, at the top of its handler, into the values the lower floors take (a
 ``Config``, a ``SuiteConfig``, an ``EngineChoice``): nothing below a command sees argparse. The flags several
-commands share are defined once, in ``engine_option``, ``suite_option`` and ``store_option``.
+commands share are defined once, in ``options/`` (``options.engine``, ``options.suite``, ``options.store`` and
+``options.builtin``), which no subcommand module is: only cli.py imports a subcommand module.
 """

@@ -15,9 +15,9 @@ import sys
 from typing import Any
 
 from precisionbot import envvars
-from precisionbot.commands.engine_option import add_engine_options
-from precisionbot.commands.store_option import add_store_option
-from precisionbot.commands.suite_option import SuiteFlags, add_size_flags
+from precisionbot.commands.options.engine import add_engine_options
+from precisionbot.commands.options.store import add_store_option
+from precisionbot.commands.options.suite import SuiteFlags, add_size_flags
 from precisionbot.fmt import sig
 
 CONFIG_STORE = "baselines.store"
@@ -197,10 +197,10 @@ def _record(args: argparse.Namespace) -> int:
     from precisionbot.baselines.accept import KEY as ACCEPT_KEY
     from precisionbot.baselines.golden_recording import golden_target, record_golden
     from precisionbot.checks.progress import TerminalProgress
-    from precisionbot.commands.engine_option import engine_choice, open_engine, select_model, spec_arm, unusable
     from precisionbot.commands.localize_failures import module_capture
-    from precisionbot.commands.store_option import preflight_record_store
-    from precisionbot.commands.suite_option import refuse_misfits, suite_flags
+    from precisionbot.commands.options.engine import engine_choice, open_engine, select_model, spec_arm, unusable
+    from precisionbot.commands.options.store import preflight_record_store
+    from precisionbot.commands.options.suite import refuse_misfits, suite_flags
     from precisionbot.config import load_config_or_default
     from precisionbot.errors import ConfigError, EngineError, EngineStartError
 
@@ -496,7 +496,7 @@ def _existing_store(uri: str) -> Any:
     """The store for ``list``/``show``/``history``/``publish``: a local directory that does not exist is a typo,
     not an empty store (``record`` creates it), the same setup error ``check`` gives for golden."""
     from precisionbot.baselines import open_store
-    from precisionbot.commands.store_option import require_existing_store
+    from precisionbot.commands.options.store import require_existing_store
 
     store = open_store(uri)
     require_existing_store(store, "--store")

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from precisionbot.commands.store_option import add_store_option
+from precisionbot.commands.options.store import add_store_option
 
 DEFAULT_SUITE = "consistency"
 
@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from precisionbot.baselines.store import open_store
     from precisionbot.checks.bisect import bisect, cache_key, evaluate_commit
     from precisionbot.checks.bisect_search import Bisection, Step
-    from precisionbot.commands.engine_option import engine_at, select_model
-    from precisionbot.commands.suite_option import suite_flags
+    from precisionbot.commands.options.engine import engine_at, select_model
+    from precisionbot.commands.options.suite import suite_flags
     from precisionbot.config import load_config_or_default
     from precisionbot.engines.checkout import Checkout
     from precisionbot.errors import ConfigError

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.commands import calibrate_grid
+from precisionbot.commands.options.builtin import add_engine_flags, engine_kwargs
 
 DEFAULT_CHECKS = "match,prefill_cache_hit,decode_cache_hit,golden,batch_invariance"
 
@@ -150,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
     from precisionbot.baselines.golden_recording import golden_target, record_golden
     from precisionbot.builtin.options import HYBRID_ONLY_FAULTS, EngineOptions
     from precisionbot.checks.suite import run_suite
-    from precisionbot.commands.suite_option import suite_flags
+    from precisionbot.commands.options.suite import suite_flags
     from precisionbot.config import load_config_or_default
     from precisionbot.engines.builtin import BuiltinEngine
     from precisionbot.errors import ConfigError

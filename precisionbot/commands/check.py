@@ -21,7 +21,7 @@ from typing import Any
 
 from precisionbot import envvars
 from precisionbot.commands.calibrate_grid import floor_warnings
-from precisionbot.commands.engine_option import (
+from precisionbot.commands.options.engine import (
     EngineChoice,
     add_engine_options,
     engine_choice,
@@ -31,14 +31,14 @@ from precisionbot.commands.engine_option import (
     spec_arm,
     unusable,
 )
-from precisionbot.commands.store_option import (
+from precisionbot.commands.options.store import (
     add_store_option,
     golden_not_in_suite,
     preflight_check_store,
     require_existing_store,
     store_readers,
 )
-from precisionbot.commands.suite_option import SuiteFlags, add_size_flags, refuse_misfits, suite_flags
+from precisionbot.commands.options.suite import SuiteFlags, add_size_flags, refuse_misfits, suite_flags
 from precisionbot.config import DIGEST_KEY, Config, ModelConfig, SuiteConfig, config_digest, load_config_or_default
 from precisionbot.errors import EngineError
 from precisionbot.results import CHECK_NAMES, CheckResult, EngineInfo, RunResult
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _preflight(req: CheckRequest, store: Any, readers: tuple[str, ...]) -> None:
-    """The store verified before the engine starts (store_option.preflight_check_store): a store error costs
+    """The store verified before the engine starts (options.store.preflight_check_store): a store error costs
     no engine time, and result.json still says why, for the report step."""
     from precisionbot.errors import StoreError
     from precisionbot.results.directory import write_result

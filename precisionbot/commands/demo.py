@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
-from precisionbot.commands.store_option import add_store_option
+from precisionbot.commands.options.builtin import add_engine_flags, engine_kwargs
+from precisionbot.commands.options.store import add_store_option
 from precisionbot.errors import ConfigError, DataError
 
 DEFAULT_FAULT = "restore-layer0-only"
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from precisionbot.baselines.golden_recording import golden_target, record_golden
     from precisionbot.checks.progress import TerminalProgress
     from precisionbot.checks.suite import run_suite
-    from precisionbot.commands.suite_option import suite_flags
+    from precisionbot.commands.options.suite import suite_flags
     from precisionbot.config import Config
     from precisionbot.engines.builtin import BuiltinEngine
     from precisionbot.report import ReportSection, findings, render_comment, render_summary

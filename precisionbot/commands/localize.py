@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.options import FAULT_NAMES, SPEC_FAULTS, EngineOptions, parse_fault
-from precisionbot.commands.engine_option import URL_KINDS, add_engine_url_flag, engine_mode
+from precisionbot.commands.options.builtin import add_engine_flags, engine_kwargs
+from precisionbot.commands.options.engine import URL_KINDS, add_engine_url_flag, engine_mode
 from precisionbot.config import load_config_or_default
 from precisionbot.errors import ConfigError
 

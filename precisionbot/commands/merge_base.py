@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from precisionbot.commands.engine_option import engine_at
+from precisionbot.commands.options.engine import engine_at
 from precisionbot.config import Config, ModelConfig, SuiteConfig
 
 

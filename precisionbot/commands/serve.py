@@ -16,8 +16,8 @@ from typing import Any
 
 from precisionbot.builtin.dist_config import DistConfig, parse_dist_addr
 from precisionbot.builtin.dumper_config import RuntimeFlags, config_from_env
-from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
 from precisionbot.builtin.options import DTYPES, FAULT_NAMES, SPEC_ALGORITHMS, EngineOptions, parse_fault
+from precisionbot.commands.options.builtin import add_engine_flags, engine_kwargs
 from precisionbot.errors import ConfigError
 
 

@@ -19,8 +19,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from precisionbot.commands.engine_option import add_engine_options
-from precisionbot.commands.store_option import add_store_option
+from precisionbot.commands.options.engine import add_engine_options
+from precisionbot.commands.options.store import add_store_option
 from precisionbot.fmt import plain
 
 STAT_KEYS = {"mean_k3": "kl_div", "max": "max_token_k3", "frac_over": "max_frac_over"}
@@ -98,7 +98,7 @@ def _live(args: argparse.Namespace) -> tuple[Any, str, Any, str]:
     from pathlib import Path
 
     from precisionbot.checks.rerun import rerun_helpers
-    from precisionbot.commands.engine_option import engine_choice, open_engine, select_model
+    from precisionbot.commands.options.engine import engine_choice, open_engine, select_model
     from precisionbot.config import load_config_or_default
     from precisionbot.errors import ConfigError
 

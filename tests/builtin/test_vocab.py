@@ -81,7 +81,7 @@ def test_the_hybrid_engine_serves_subwords() -> None:
 def test_the_vocab_flag_reaches_the_engine_options() -> None:
     import argparse
 
-    from precisionbot.builtin.flags import add_engine_flags, engine_kwargs, given
+    from precisionbot.commands.options.builtin import add_engine_flags, engine_kwargs, given
     from precisionbot.errors import ConfigError
 
     parser = argparse.ArgumentParser()

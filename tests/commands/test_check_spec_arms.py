@@ -116,7 +116,7 @@ def test_two_servers_are_judged_against_mains_stored_acceptance(
 
 
 def test_the_store_is_read_for_spec_decode_and_the_warning_says_so() -> None:
-    from precisionbot.commands.store_option import golden_not_in_suite, store_readers
+    from precisionbot.commands.options.store import golden_not_in_suite, store_readers
     from precisionbot.config import Config
 
     config = Config.default()

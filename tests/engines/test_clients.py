@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from precisionbot.commands.engine_option import URL_KINDS
+from precisionbot.commands.options.engine import URL_KINDS
 from precisionbot.config import ENGINE_KINDS
 from precisionbot.engines.clients import CLIENTS, client
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from precisionbot.builtin.flags import add_engine_flags, engine_kwargs
-from precisionbot.builtin.flags import given as builtin_flags_given
+from precisionbot.commands.options.builtin import add_engine_flags, engine_kwargs
+from precisionbot.commands.options.builtin import given as builtin_flags_given
 from precisionbot.config import Config, ModelConfig
 from precisionbot.errors import ConfigError, EngineError
 
