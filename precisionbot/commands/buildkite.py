@@ -17,11 +17,17 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from precisionbot import envvars
 from precisionbot.config import load_config_or_default
 from precisionbot.errors import ConfigError, GitHubError
+
+if TYPE_CHECKING:
+    from precisionbot.buildkite.env import BuildkiteEnv
+    from precisionbot.commands.github import ActionEnv
+    from precisionbot.config import Config
+    from precisionbot.gh.api import StatusReportingApi
 
 STATUS_STATES = {0: "success", 1: "failure", 2: "error"}
 """Our exit codes (pass, fail, inconclusive) as GitHub commit-status states."""
@@ -175,10 +181,10 @@ def _post(args: Any) -> int:
 
 
 def post_action(
-    env: Any,
-    bk: Any,
-    config: Any,
-    api: Any,
+    env: ActionEnv,
+    bk: BuildkiteEnv,
+    config: Config,
+    api: StatusReportingApi,
     dirs: Sequence[str],
     *,
     suite: str | None = None,

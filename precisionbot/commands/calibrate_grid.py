@@ -77,8 +77,6 @@ CC_SIZES: Mapping[str, CacheConsistencyOptions] = {
     "small": CacheConsistencyOptions(prefixes=3, cuts=3, top_k=5),
     "default": CacheConsistencyOptions(),
 }
-NUMERICS = ("", "nondeterministic")
-"""Production numerics as shipped, and with every row drawing a reduction order (clean by definition)."""
 
 DEFAULT_AXES: Mapping[str, tuple[str, ...]] = {
     "samples": ("4", "8", "32"),

@@ -138,6 +138,10 @@ class CommitStatuses(Protocol):
         ...
 
 
+class StatusReportingApi(GitHubApi, CommitStatuses, Protocol):
+    """What ``buildkite post`` needs of GitHub: the comment calls of ``GitHubApi`` and a commit status."""
+
+
 def effective_permission(permission: str, role_name: str | None) -> str:
     """Combine the API's two fields: ``permission`` only says admin/write/read/none, ``role_name`` also
     says maintain/triage (or a custom role's name, which we cannot rank, so the coarse field decides)."""

@@ -61,7 +61,3 @@ OP_FAULTS: tuple[OpFault, ...] = (
     OpFault("spec-kv-rollback", "spec-decode", "model.layers.0.self_attn"),
     OpFault("spec-state-rollback", "spec-decode", "model.layers.1.linear_attn", hybrid_only=True),
 )  # fmt: skip
-
-
-def op_fault(fault: str) -> OpFault | None:
-    return next((f for f in OP_FAULTS if f.fault == fault), None)
